@@ -1,0 +1,39 @@
+# rlexp: `make run` trains the default experiment, `make test` runs the test suite.
+# Both set up .venv on first use (idempotent: re-running `make install` does nothing new).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ARGS ?=
+
+.PHONY: install run test test-fast lint format bench clean
+
+install: $(STAMP)
+
+# torch first, pinned, when none is importable: an unpinned torch pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/python -m rlexp $(ARGS)
+
+test: install
+	$(BIN)/python -m pytest $(ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

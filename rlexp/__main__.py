@@ -1,0 +1,96 @@
+"""``python -m rlexp [group=option ...] [key=value ...]``: the Hydra entry point.
+
+Hydra composes the config from conf/ and runs :func:`rlexp.launch.launch` once per job (once, or
+once per combination with --multirun). Errors a user can cause are reported as one line
+(``rlexp: error: ...``) with exit status 2; set HYDRA_FULL_ERROR=1 to see the full stack trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.errors import (
+    ConfigCompositionException,
+    HydraException,
+    MissingConfigException,
+    OverrideParseException,
+)
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from rlexp.config import _explain, register_configs
+from rlexp.errors import RLExpError
+from rlexp.launch import launch
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+@functools.cache
+def _uid() -> str:
+    """Four random hex digits, fixed for this process: keeps run directories unique (``${rlexp.uid:}``)."""
+    return secrets.token_hex(2)
+
+
+register_configs()
+OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
+_hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(launch)
+
+
+def _unknown_key(exc: OmegaConfBaseException) -> str:
+    key = getattr(exc, "full_key", "?")
+    cls = getattr(exc, "object_type", None)
+    if cls is not None and dataclasses.is_dataclass(cls):
+        parent = key.rsplit(".", 1)[0] if "." in key else "the root config"
+        return f"unknown key {key}; {parent} has: {', '.join(f.name for f in dataclasses.fields(cls))}"
+    return f"unknown key {key}"
+
+
+def user_message(exc: BaseException) -> str | None:
+    """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
+    if isinstance(exc, RLExpError):
+        return str(exc)
+    if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
+        group, _, option = exc.missing_cfg_file.rpartition("/")
+        hint = f" (any gymnasium id: env=gym env.id={option})" if group == "env" else ""
+        return f"unknown {group} option {option!r}; choose one of: {', '.join(exc.options)}{hint}"
+    if isinstance(exc, OverrideParseException):
+        return f"bad override syntax: {str(exc).splitlines()[0]} (see hydra.cc override grammar)"
+    cause = exc.__cause__
+    if isinstance(exc, ConfigCompositionException) and isinstance(
+        cause, (ConfigAttributeError, ConfigKeyError)
+    ):
+        return _unknown_key(cause)
+    if isinstance(exc, ConfigCompositionException) and isinstance(cause, OmegaConfBaseException):
+        return _explain(cause)
+    if isinstance(exc, HydraException):
+        return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if isinstance(exc, OmegaConfBaseException):
+        return _explain(exc)
+    return None
+
+
+def main() -> None:
+    """Run Hydra; turn user errors into one line on stderr and a non-zero exit status."""
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises instead of printing its own report
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:
+        print("rlexp: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        msg = None if full_error else user_message(exc)
+        if msg is None:
+            raise
+        print(f"rlexp: error: {msg}", file=sys.stderr)
+        sys.exit(exc.exit_code if isinstance(exc, RLExpError) else 2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""PPO-clip: one learner per backend."""

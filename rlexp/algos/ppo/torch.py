@@ -1,0 +1,79 @@
+"""PPO-clip in PyTorch (Spinning Up's ppo_pytorch update, with the KL averaged over ranks).
+
+Per epoch: up to ``train_pi_iters`` full-batch Adam steps on the clipped surrogate
+``-mean(min(r*A, clip(r, 1-eps, 1+eps)*A))`` with ``r = pi(a|s) / pi_old(a|s)``, stopping early when
+the rank-averaged approximate KL exceeds ``1.5 * target_kl``; then ``train_v_iters`` value steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from rlexp import comm
+from rlexp.algos.torch_common import OnPolicyTorchLearner
+from rlexp.comm.torch import avg_grads
+from rlexp.config import RLExpConfig
+
+
+class PPOLearner(OnPolicyTorchLearner):
+    """PPO-clip update; see ``conf/algo/ppo.yaml`` for the hyperparameters."""
+
+    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
+        super().__init__(obs_space, act_space, cfg, seed)
+        self.pi_optimizer = torch.optim.Adam(self.ac.pi.parameters(), lr=self.algo.pi_lr)
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {**super().optimizers(), "pi": self.pi_optimizer}
+
+    def loss_pi(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Clipped surrogate loss and its diagnostics: approx KL, entropy, fraction clipped."""
+        eps = self.algo.clip_ratio
+        pi, logp = self.ac.pi(data["obs"], data["act"])
+        ratio = torch.exp(logp - data["logp"])
+        adv = data["adv"]
+        loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv).mean()
+        with torch.no_grad():
+            info = {
+                "kl": (data["logp"] - logp).mean().item(),
+                "ent": pi.entropy().mean().item(),
+                "cf": ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean().item(),
+            }
+        return loss, info
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One PPO epoch update. Loss, KL and clip fraction are evaluated before and after it.
+
+        Spinning Up logged KL/ClipFrac of the last iteration *before* its step; here they describe
+        the policy actually reached, as does DeltaLossPi.
+        """
+        data = self.tensors(batch)
+        params = list(self.ac.pi.parameters())
+        with torch.no_grad():
+            loss_old, info_old = self.loss_pi(data)
+        stop_iter = self.algo.train_pi_iters - 1
+        for i in range(self.algo.train_pi_iters):
+            self.pi_optimizer.zero_grad(set_to_none=False)
+            loss, info = self.loss_pi(data)
+            if comm.mpi_avg(info["kl"]) > 1.5 * self.algo.target_kl:
+                stop_iter = i
+                break
+            loss.backward()
+            avg_grads(params)
+            self.pi_optimizer.step()
+        with torch.no_grad():
+            loss_new, info_new = self.loss_pi(data)
+        v_old, v_new = self.update_v(data)
+        return {
+            "LossPi": loss_old.item(),
+            "LossV": v_old,
+            "DeltaLossPi": loss_new.item() - loss_old.item(),
+            "DeltaLossV": v_new - v_old,
+            "Entropy": info_old["ent"],
+            "KL": info_new["kl"],
+            "ClipFrac": info_new["cf"],
+            "StopIter": stop_iter,
+        }

@@ -1,0 +1,72 @@
+"""Experience buffers in numpy, shared by every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.signal
+
+from rlexp import comm
+
+
+def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
+    """``y[t] = sum_k discount**k * x[t+k]`` along axis 0 (a reversed IIR filter, as in rllab)."""
+    return scipy.signal.lfilter([1], [1, -discount], x[::-1], axis=0)[::-1]
+
+
+class GAEBuffer:
+    """One epoch of on-policy experience of this rank, with GAE-lambda advantages.
+
+    Paths are stored back to back; ``finish_path(last_val)`` closes the current one, bootstrapping
+    with ``last_val`` = V(s_T) when the path was cut (time limit or end of epoch) and 0 when the
+    episode really terminated. ``get()`` returns the full epoch with advantages normalised by their
+    mean and std pooled over all ranks.
+
+    :param obs_dim: length of the (flattened) observation vector.
+    :param act_shape: shape of one action: () for Discrete, (n,) for Box.
+    :param size: steps this rank collects per epoch.
+    :param gamma: discount factor for rewards-to-go and the TD residuals.
+    :param lam: GAE lambda.
+    """
+
+    def __init__(
+        self, obs_dim: int, act_shape: tuple[int, ...], act_dtype: Any, size: int, gamma: float, lam: float
+    ) -> None:
+        self.obs = np.zeros((size, obs_dim), dtype=np.float32)
+        self.act = np.zeros((size, *act_shape), dtype=act_dtype)
+        self.rew = np.zeros(size, dtype=np.float32)
+        self.val = np.zeros(size, dtype=np.float32)
+        self.logp = np.zeros(size, dtype=np.float32)
+        self.adv = np.zeros(size, dtype=np.float32)
+        self.ret = np.zeros(size, dtype=np.float32)
+        self.gamma, self.lam = gamma, lam
+        self.ptr, self.path_start, self.size = 0, 0, size
+
+    def store(self, obs: np.ndarray, act: Any, rew: float, val: float, logp: float) -> None:
+        """Append one step."""
+        assert self.ptr < self.size, "GAEBuffer is full"
+        i = self.ptr
+        self.obs[i], self.act[i], self.rew[i], self.val[i], self.logp[i] = obs, act, rew, val, logp
+        self.ptr += 1
+
+    def finish_path(self, last_val: float = 0.0) -> None:
+        """Compute advantages and rewards-to-go of the path since the last call."""
+        path = slice(self.path_start, self.ptr)
+        rews = np.append(self.rew[path], last_val)
+        vals = np.append(self.val[path], last_val)
+        deltas = rews[:-1] + self.gamma * vals[1:] - vals[:-1]
+        self.adv[path] = discount_cumsum(deltas, self.gamma * self.lam)
+        self.ret[path] = discount_cumsum(rews, self.gamma)[:-1]
+        self.path_start = self.ptr
+
+    def get(self) -> dict[str, np.ndarray]:
+        """The full epoch (obs, act, ret, adv, logp, val) with normalised advantages; empties the buffer."""
+        assert self.ptr == self.size, "GAEBuffer.get() before the epoch was full"
+        assert self.path_start == self.ptr, "GAEBuffer.get() with an unfinished path"
+        self.ptr, self.path_start = 0, 0
+        mean, std = comm.statistics_scalar(self.adv)
+        adv = (self.adv - mean) / (std + 1e-8)
+        return dict(
+            obs=self.obs, act=self.act, ret=self.ret, adv=adv.astype(np.float32), logp=self.logp, val=self.val
+        )

@@ -1,0 +1,49 @@
+"""PyTorch over MPI: identical parameters on every rank, gradients averaged in ONE flat allreduce."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+from rlexp.comm import allreduce_, broadcast_, num_procs
+
+
+def _flat(tensors: list[torch.Tensor]) -> np.ndarray:
+    return torch.cat([t.detach().reshape(-1).cpu() for t in tensors]).numpy()
+
+
+def _unflat(flat: np.ndarray, tensors: list[torch.Tensor]) -> None:
+    src = torch.from_numpy(flat)
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(src[offset : offset + n].view_as(t))
+            offset += n
+
+
+def sync_params(params: Iterable[torch.Tensor]) -> None:
+    """Copy rank 0's parameter values to every rank (one broadcast of the flattened values)."""
+    if num_procs() == 1:
+        return
+    params = list(params)
+    flat = np.ascontiguousarray(_flat(params))
+    _unflat(broadcast_(flat), params)
+
+
+def avg_grads(params: Iterable[torch.Tensor]) -> None:
+    """Replace each ``p.grad`` by its mean over ranks: one allreduce of all gradients concatenated.
+
+    Parameters without a gradient (``grad is None``) take part with zeros and get none back, so all
+    ranks exchange buffers of the same size.
+    """
+    if num_procs() == 1:
+        return
+    params = list(params)
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = np.ascontiguousarray(_flat(grads))
+    allreduce_(flat)
+    flat /= num_procs()
+    _unflat(flat, grads)  # the existing grads are written in place; the stand-in zeros are dropped

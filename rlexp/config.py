@@ -1,0 +1,276 @@
+"""Schema dataclasses: the types of every config key, registered in Hydra's ConfigStore.
+
+The values (defaults included) live only in the YAML files under ``conf/``; every field here is
+``MISSING`` so a key that a preset forgets is reported instead of silently defaulted. Ranges that a
+type cannot express are checked by each class's ``validate``. :func:`load_config` turns a composed
+(or saved) config into these dataclasses: the launcher and every MPI rank go through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlexp.errors import ConfigError, check
+
+ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu", "sigmoid", "identity")
+BACKENDS = ("torch", "tf")
+
+
+@dataclass
+class EnvConfig:
+    """Which gymnasium environment to train on (``conf/env/``)."""
+
+    id: str = MISSING
+    max_ep_len: int | None = MISSING
+    kwargs: dict[str, Any] = MISSING
+
+    def validate(self) -> None:
+        check(
+            self.max_ep_len is None or self.max_ep_len >= 1,
+            f"env.max_ep_len={self.max_ep_len} is out of range; use an integer >= 1 or null",
+        )
+
+
+@dataclass
+class NetworkConfig:
+    """The MLP used for every network of the algorithm (``conf/network/``)."""
+
+    hidden_sizes: list[int] = MISSING
+    activation: str = MISSING
+
+    def validate(self) -> None:
+        check(
+            all(h >= 1 for h in self.hidden_sizes),
+            f"network.hidden_sizes={list(self.hidden_sizes)} is out of range; every layer needs >= 1 unit",
+        )
+        check(
+            self.activation in ACTIVATIONS,
+            f"network.activation={self.activation!r} is unknown; choose one of: {', '.join(ACTIVATIONS)}",
+        )
+
+
+@dataclass
+class BackendConfig:
+    """Deep-learning library and its resources (``conf/backend/``)."""
+
+    name: str = MISSING
+    device: str = MISSING
+    threads: int | None = MISSING
+
+    def threads_per_rank(self, procs: int) -> int:
+        """``threads`` if set, else max(1, cores // procs) with cores = the CPUs this process may use."""
+        if self.threads is not None:
+            return self.threads
+        return max(1, len(os.sched_getaffinity(0)) // procs)
+
+    def validate(self) -> None:
+        check(
+            self.name in BACKENDS,
+            f"backend.name={self.name!r} is unknown; choose one of: {', '.join(BACKENDS)}",
+        )
+        check(
+            self.threads is None or self.threads >= 1,
+            f"backend.threads={self.threads} is out of range; use an integer >= 1 or null",
+        )
+        dev = self.device
+        check(
+            dev in ("cpu", "cuda", "auto") or (dev.startswith("cuda:") and dev[5:].isdigit()),
+            f"backend.device={dev!r} is unknown; use cpu, cuda, cuda:N or auto",
+        )
+
+
+@dataclass
+class CommConfig:
+    """MPI data parallelism (``conf/comm/``)."""
+
+    procs: int = MISSING
+    mpiexec: str | None = MISSING
+    oversubscribe: bool = MISSING
+    extra_args: list[str] = MISSING
+
+    def validate(self) -> None:
+        check(self.procs >= 1, f"comm.procs={self.procs} is out of range; use an integer >= 1")
+
+
+@dataclass
+class AlgoConfig:
+    """Keys shared by every algorithm (``conf/algo/``). Subclasses add their own.
+
+    ``lr``, when set, replaces every learning rate named in ``LR_KEYS`` (see :func:`apply_lr`).
+    """
+
+    LR_KEYS: ClassVar[tuple[str, ...]] = ()
+
+    name: str = MISSING
+    epochs: int = MISSING
+    steps_per_epoch: int = MISSING
+    gamma: float = MISSING
+    lr: float | None = MISSING
+    save_freq: int = MISSING
+
+    def validate(self, procs: int) -> None:
+        n = self.name
+        check(self.epochs >= 1, f"algo.epochs={self.epochs} is out of range; use an integer >= 1")
+        check(
+            self.steps_per_epoch >= procs,
+            f"algo.steps_per_epoch={self.steps_per_epoch} is smaller than comm.procs={procs}; "
+            "every rank needs at least one step per epoch",
+        )
+        check(0.0 < self.gamma <= 1.0, f"algo.gamma={self.gamma} is out of range for {n}; use 0 < gamma <= 1")
+        check(self.save_freq >= 1, f"algo.save_freq={self.save_freq} is out of range; use an integer >= 1")
+        for key in ("lr", *self.LR_KEYS):  # lr first: apply_lr has copied it into the others
+            value = getattr(self, key)
+            if value is not None:
+                check(
+                    math.isfinite(value) and value > 0,
+                    f"algo.{key}={value} is out of range for {n}; a learning rate must be > 0",
+                )
+
+
+@dataclass
+class OnPolicyConfig(AlgoConfig):
+    """Keys of the on-policy family (VPG, TRPO, PPO): GAE and value-function training."""
+
+    lam: float = MISSING
+    vf_lr: float = MISSING
+    train_v_iters: int = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(0.0 <= self.lam <= 1.0, f"algo.lam={self.lam} is out of range; use 0 <= lam <= 1")
+        check(self.train_v_iters >= 0, f"algo.train_v_iters={self.train_v_iters} is out of range; use >= 0")
+
+
+@dataclass
+class PPOConfig(OnPolicyConfig):
+    """PPO-clip; see ``conf/algo/ppo.yaml`` for the meaning of each key."""
+
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("pi_lr", "vf_lr")
+
+    clip_ratio: float = MISSING
+    pi_lr: float = MISSING
+    train_pi_iters: int = MISSING
+    target_kl: float = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(
+            0.0 < self.clip_ratio < 1.0,
+            f"algo.clip_ratio={self.clip_ratio} is out of range; use 0 < clip_ratio < 1",
+        )
+        check(
+            self.train_pi_iters >= 1, f"algo.train_pi_iters={self.train_pi_iters} is out of range; use >= 1"
+        )
+        check(self.target_kl > 0, f"algo.target_kl={self.target_kl} is out of range; use > 0")
+
+
+@dataclass
+class RLExpConfig:
+    """The whole experiment: one option of each group plus the top-level keys."""
+
+    algo: Any = MISSING
+    env: EnvConfig = MISSING
+    network: NetworkConfig = MISSING
+    backend: BackendConfig = MISSING
+    comm: CommConfig = MISSING
+    seed: int = MISSING
+    exp_name: str = MISSING
+
+    def validate(self) -> None:
+        check(self.seed >= 0, f"seed={self.seed} is out of range; use an integer >= 0")
+        self.algo.validate(self.comm.procs)
+        for part in (self.env, self.network, self.backend, self.comm):
+            part.validate()
+
+
+def register_configs() -> None:
+    """Put the schemas in Hydra's ConfigStore (``rlexp_schema`` for the root, ``algo_<name>_schema``)."""
+    from hydra.core.config_store import ConfigStore
+
+    from rlexp.algos import ALGOS
+
+    cs = ConfigStore.instance()
+    cs.store(name="rlexp_schema", node=RLExpConfig)
+    for name, spec in ALGOS.items():
+        cs.store(name=f"algo_{name}_schema", node=spec.schema)
+
+
+def apply_lr(container: dict[str, Any]) -> None:
+    """Where ``algo.lr`` is set, copy it into each of that algorithm's learning rates (in place).
+
+    This keeps ``--multirun algo.lr=1e-3,3e-4`` meaningful for every algorithm, and the resolved
+    config written to the run directory shows the rates that were really used.
+    """
+    from rlexp.algos import ALGOS
+
+    algo = container["algo"]
+    spec = ALGOS.get(algo.get("name"))
+    if spec is not None and algo.get("lr") is not None:
+        for key in spec.schema.LR_KEYS:
+            algo[key] = algo["lr"]
+
+
+def _explain(exc: Exception) -> str:
+    """One line for an OmegaConf validation error (wrong type, missing or unknown key)."""
+    key = getattr(exc, "full_key", None)
+    msg = str(getattr(exc, "msg", exc)).strip().splitlines()[0]
+    if isinstance(exc, OmegaConfBaseException) and type(exc).__name__ == "MissingMandatoryValue":
+        return f"{key} is required but not set (give it on the command line: {key}=...)"
+    return f"{key}: {msg}" if key else msg
+
+
+def _missing_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """Dotted paths of the mandatory (``???``) values, found without resolving interpolations."""
+    out = []
+    for key in cfg:
+        if OmegaConf.is_missing(cfg, key):
+            out.append(f"{prefix}{key}")
+        elif not OmegaConf.is_interpolation(cfg, key) and isinstance(cfg[key], DictConfig):
+            out += _missing_keys(cfg[key], f"{prefix}{key}.")
+    return out
+
+
+def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
+    """Resolve, apply ``algo.lr``, type-check and range-check a config; return it as dataclasses.
+
+    Raises :class:`ConfigError` (one line naming the key and value) on any problem.
+    """
+    from rlexp.algos import ALGOS
+
+    raw_cfg = raw if isinstance(raw, DictConfig) else OmegaConf.create(raw)
+    missing = _missing_keys(raw_cfg)
+    if missing:
+        raise ConfigError(
+            f"{missing[0]} is required but not set (give it on the command line: {missing[0]}=...)"
+        )
+    try:
+        container = OmegaConf.to_container(raw_cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_explain(exc)) from None
+    assert isinstance(container, dict)
+    name = container.get("algo", {}).get("name")
+    if name not in ALGOS:
+        raise ConfigError(f"algo.name={name!r} is unknown; choose one of: {', '.join(sorted(ALGOS))}")
+    apply_lr(container)
+    try:
+        schema = OmegaConf.structured(RLExpConfig)
+        schema.algo = OmegaConf.structured(ALGOS[name].schema)
+        merged = OmegaConf.merge(schema, container)
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_explain(exc)) from None
+    assert isinstance(cfg, RLExpConfig)
+    cfg.validate()
+    return cfg
+
+
+def to_container(cfg: RLExpConfig) -> dict[str, Any]:
+    """The dataclasses back to plain dicts and lists (for YAML/JSON)."""
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,124 @@
+"""Environments: build a seeded gymnasium env from ``cfg.env`` and check it fits the algorithm."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rlexp.config import EnvConfig
+from rlexp.errors import RLExpError
+
+# gymnasium 1.x warns on every v4 MuJoCo env; users chose v4 on purpose (Spinning Up comparisons).
+warnings.filterwarnings(
+    "ignore", message=r".*is out of date\. You should consider upgrading", module="gymnasium"
+)
+
+
+def _route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to Python's warnings instead of a MUJOCO_LOG.TXT in the user's directory.
+
+    The 'settotalmass is deprecated' warning comes from gymnasium's own model files: ignored.
+    """
+    import mujoco
+
+    def warn(msg: str) -> None:
+        if "settotalmass" not in msg:
+            warnings.warn(f"MuJoCo: {msg.strip()}", RuntimeWarning, stacklevel=2)
+
+    mujoco.set_mju_user_warning(warn)
+
+
+def _registered_id(env_id: str) -> str:
+    """The registry id, after importing the module of a ``module:EnvId`` id. Raises RLExpError."""
+    if ":" in env_id:
+        module, env_id = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise RLExpError(f"env.id: cannot import module {module!r} ({exc})") from None
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.6)
+        hint = (
+            f"close matches: {', '.join(close)}" if close else "see gymnasium.pprint_registry() for the ids"
+        )
+        raise RLExpError(f"env.id={env_id!r} is not registered with gymnasium ({hint})")
+    return env_id
+
+
+def make_env(cfg: EnvConfig, seed: int | None = None, **make_kwargs: Any) -> gym.Env:
+    """A gymnasium env with flat float observations, seeded with ``seed`` (env, and action space).
+
+    Observations that are Box of any shape or Discrete are flattened to one float vector (Discrete
+    becomes one-hot). ``cfg.max_ep_len`` replaces the env's own time limit when set.
+    """
+    env_id = _registered_id(cfg.id)
+    if "mujoco" in str(gym.spec(env_id).entry_point):
+        _route_mujoco_warnings()
+    kwargs = {**dict(cfg.kwargs), **make_kwargs}
+    if cfg.max_ep_len is not None:
+        kwargs["max_episode_steps"] = cfg.max_ep_len
+    try:
+        env = gym.make(env_id, **kwargs)
+    except gym.error.Error as exc:
+        raise RLExpError(f"env.id={cfg.id!r} cannot be made: {str(exc).splitlines()[0]}") from None
+    except TypeError as exc:
+        raise RLExpError(f"env.kwargs={dict(cfg.kwargs)} rejected by {env_id}: {exc}") from None
+    obs_space = env.observation_space
+    if isinstance(obs_space, (spaces.Box, spaces.Discrete)) and not (
+        isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
+    ):
+        env = gym.wrappers.FlattenObservation(env)
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env
+
+
+def check_spaces(
+    algo: str,
+    env_id: str,
+    obs_space: spaces.Space,
+    act_space: spaces.Space,
+    action_spaces: tuple[type[spaces.Space], ...],
+) -> None:
+    """Raise RLExpError naming the algorithm and the space unless both spaces are supported."""
+    if not isinstance(obs_space, (spaces.Box, spaces.Discrete)):
+        raise RLExpError(
+            f"{algo} cannot handle the observation space {obs_space} of {env_id}; supported: Box, Discrete"
+        )
+    if not isinstance(act_space, action_spaces):
+        names = ", ".join(s.__name__ for s in action_spaces)
+        raise RLExpError(f"{algo} cannot handle the action space {act_space} of {env_id}; supported: {names}")
+
+
+def action_dims(act_space: spaces.Space) -> tuple[tuple[int, ...], Any]:
+    """Shape and dtype of one stored action."""
+    if isinstance(act_space, spaces.Discrete):
+        return (), np.int64
+    return act_space.shape, np.float32
+
+
+class ActionAdapter:
+    """Turns a policy's action into what ``env.step`` expects.
+
+    Box: clipped to the space's real bounds, which may be asymmetric (the raw sample stays in the
+    buffer, so log-probabilities are unaffected). Discrete: a Python int offset by the space's start.
+    """
+
+    def __init__(self, act_space: spaces.Space) -> None:
+        self.discrete = isinstance(act_space, spaces.Discrete)
+        if self.discrete:
+            self.start = int(act_space.start)
+        else:
+            self.low, self.high = act_space.low, act_space.high
+
+    def __call__(self, action: Any) -> Any:
+        if self.discrete:
+            return int(action) + self.start
+        return np.clip(action, self.low, self.high)

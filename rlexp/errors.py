@@ -1,0 +1,33 @@
+"""Errors a user can cause and fix. They end a command with one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+
+class RLExpError(Exception):
+    """A problem in the user's input (config, env id, files): printed as ``rlexp: error: <msg>``."""
+
+    exit_code: int = 2
+
+
+class ConfigError(RLExpError):
+    """A config value that is of the wrong type, out of range, or unknown."""
+
+
+class WorkerError(RLExpError):
+    """The MPI workers of a run exited with a failure status (their own output says why)."""
+
+    exit_code = 1
+
+
+def report(exc: RLExpError, context: str = "") -> None:
+    """Print ``exc`` as the one line ``rlexp: error: [context: ]message`` on stderr."""
+    import sys
+
+    prefix = f"{context}: " if context else ""
+    print(f"rlexp: error: {prefix}{exc}", file=sys.stderr, flush=True)
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(message)

@@ -1,0 +1,191 @@
+"""Spinning Up's Logger and EpochLogger: progress.txt, config.json and a console table per epoch.
+
+Same file format and column names as Spinning Up, so its plotting habits carry over: progress.txt is
+tab-separated with a header row. Only rank 0 prints and writes. Two faults of the original are fixed:
+an existing progress.txt is never overwritten (the logger refuses to start), and an epoch in which a
+stored key got no value (say, no episode finished) logs NaN instead of crashing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlexp import comm
+from rlexp.errors import RLExpError
+from rlexp.fileio import atomic_write_text
+
+_COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
+
+
+def colorize(string: str, color: str, bold: bool = False, highlight: bool = False) -> str:
+    """Wrap ``string`` in ANSI color codes (Spinning Up's colorize)."""
+    num = _COLORS[color] + (10 if highlight else 0)
+    attrs = [str(num)] + (["1"] if bold else [])
+    return f"\x1b[{';'.join(attrs)}m{string}\x1b[0m"
+
+
+def convert_json(obj: Any) -> Any:
+    """Make ``obj`` JSON-serialisable: containers recursively, anything else by name or str()."""
+    if isinstance(obj, dict):
+        return {str(k): convert_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [convert_json(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if hasattr(obj, "__name__") and "lambda" not in obj.__name__:
+        return obj.__name__
+    return str(obj)
+
+
+def save_config(output_dir: str | os.PathLike, config: dict[str, Any], exp_name: str | None = None) -> None:
+    """Write Spinning Up's config.json (sorted keys, indent 4, exp_name added) atomically, never over an old one."""
+    config = convert_json(config)
+    if exp_name is not None:
+        config = {**config, "exp_name": exp_name}
+    text = json.dumps(config, separators=(",", ":\t"), indent=4, sort_keys=True)
+    atomic_write_text(Path(output_dir) / "config.json", text + "\n", exclusive=True)
+
+
+def _fmt(val: Any) -> str:
+    if isinstance(val, (float, np.floating)):
+        return f"{val:8.3g}"
+    return str(val)
+
+
+class Logger:
+    """Tabular logger: ``log_tabular(key, val)`` fills a row, ``dump_tabular()`` prints and writes it.
+
+    :param output_dir: run directory; progress.txt goes there. Only rank 0 uses it.
+    :param output_fname: name of the tab-separated log (Spinning Up's ``progress.txt``).
+    :param exp_name: experiment name written into config.json.
+    :param console: print the table of each epoch to stdout.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | os.PathLike,
+        output_fname: str = "progress.txt",
+        exp_name: str | None = None,
+        console: bool = True,
+    ) -> None:
+        self.active = comm.proc_id() == 0
+        self.output_dir = Path(output_dir)
+        self.exp_name = exp_name
+        self.console = console and self.active
+        self.first_row = True
+        self.log_headers: list[str] = []
+        self.log_current_row: dict[str, Any] = {}
+        self.output_file = None
+        if self.active:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            path = self.output_dir / output_fname
+            try:
+                # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
+                self.output_file = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
+            except FileExistsError:
+                raise RLExpError(
+                    f"{path} already exists; refusing to overwrite an earlier run's log"
+                ) from None
+            if self.console:
+                print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
+
+    def log(self, msg: str, color: str = "green") -> None:
+        """Print a colorized message (rank 0 only)."""
+        if self.console:
+            print(colorize(msg, color, bold=True), flush=True)
+
+    def log_tabular(self, key: str, val: Any) -> None:
+        """Set ``key`` of the current row. The first row fixes the columns; later rows may not add any."""
+        if self.first_row:
+            self.log_headers.append(key)
+        elif key not in self.log_headers:
+            raise KeyError(
+                f"Trying to introduce a new key {key} that you didn't include in the first iteration"
+            )
+        if key in self.log_current_row:
+            raise KeyError(f"You already set {key} this iteration. Maybe you forgot to call dump_tabular()")
+        self.log_current_row[key] = val
+
+    def save_config(self, config: dict[str, Any]) -> None:
+        """Write config.json (rank 0 only); see :func:`save_config`."""
+        if self.active:
+            save_config(self.output_dir, config, self.exp_name)
+
+    def dump_tabular(self) -> dict[str, Any]:
+        """Print the row as an aligned table, append it to progress.txt, start a new row; return it."""
+        row = {k: self.log_current_row.get(k, "") for k in self.log_headers}
+        if self.active:
+            if self.console:
+                width = max(15, *(len(k) for k in self.log_headers))
+                line = "-" * (22 + width)
+                body = "\n".join(f"| {k:>{width}} | {_fmt(v):>15} |" for k, v in row.items())
+                print(f"{line}\n{body}\n{line}", flush=True)
+            assert self.output_file is not None
+            out = ""
+            if self.first_row:
+                out += "\t".join(self.log_headers) + "\n"
+            out += "\t".join(str(v) for v in row.values()) + "\n"
+            self.output_file.write(out)  # one write per row: a reader never sees half a row
+            self.output_file.flush()
+        self.log_current_row.clear()
+        self.first_row = False
+        return row
+
+    def close(self) -> None:
+        """Close progress.txt."""
+        if self.output_file is not None:
+            self.output_file.close()
+            self.output_file = None
+
+
+class EpochLogger(Logger):
+    """Logger that also collects values during an epoch and logs their statistics pooled over ranks.
+
+    ``store(LossPi=0.3, EpRet=[...])`` appends; ``log_tabular("EpRet", with_min_and_max=True)``
+    writes AverageEpRet, StdEpRet, MaxEpRet, MinEpRet. Every rank must call ``log_tabular`` for the
+    same keys in the same order (the statistics are MPI collectives).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.epoch_dict: dict[str, list[Any]] = {}
+
+    def store(self, **kwargs: Any) -> None:
+        """Append one value (or an array of values) per key to this epoch's lists."""
+        for k, v in kwargs.items():
+            self.epoch_dict.setdefault(k, []).append(v)
+
+    def _values(self, key: str) -> np.ndarray:
+        vals = self.epoch_dict.pop(key, [])
+        if not vals:
+            return np.zeros(0)
+        if all(np.ndim(v) == 0 for v in vals):
+            return np.asarray(vals, dtype=np.float64)
+        return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in vals])
+
+    def log_tabular(  # type: ignore[override]
+        self, key: str, val: Any = None, with_min_and_max: bool = False, average_only: bool = False
+    ) -> None:
+        """Log ``val`` under ``key``, or, without ``val``, the pooled statistics of the stored values."""
+        if val is not None:
+            super().log_tabular(key, val)
+            return
+        stats = comm.statistics_scalar(self._values(key), with_min_and_max=with_min_and_max)
+        super().log_tabular(key if average_only else "Average" + key, stats[0])
+        if not average_only:
+            super().log_tabular("Std" + key, stats[1])
+        if with_min_and_max:
+            super().log_tabular("Max" + key, stats[3])
+            super().log_tabular("Min" + key, stats[2])
+
+    def get_stats(self, key: str) -> tuple[float, float]:
+        """Pooled mean and std of the values stored under ``key`` (they stay stored)."""
+        vals = self.epoch_dict.get(key, [])
+        mean, std = comm.statistics_scalar(self._values(key))
+        self.epoch_dict[key] = vals
+        return mean, std

@@ -1,0 +1,1 @@
+"""Network building blocks, one module per backend."""

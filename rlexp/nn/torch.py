@@ -1,0 +1,112 @@
+"""PyTorch networks shared by the algorithms: MLPs, categorical / Gaussian actors, value critics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.distributions import Categorical, Distribution, Normal
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "leaky_relu": nn.LeakyReLU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+    "sigmoid": nn.Sigmoid,
+    "identity": nn.Identity,
+}
+
+
+def mlp(
+    sizes: Sequence[int], activation: str, output_activation: type[nn.Module] = nn.Identity
+) -> nn.Sequential:
+    """Linear layers of ``sizes`` (input first), ``activation`` between them, ``output_activation`` last."""
+    act = ACTIVATIONS[activation]
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers += [nn.Linear(sizes[i], sizes[i + 1]), act() if i < len(sizes) - 2 else output_activation()]
+    return nn.Sequential(*layers)
+
+
+class CategoricalActor(nn.Module):
+    """Policy over a Discrete action space: logits from an MLP."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.logits_net = mlp([obs_dim, *hidden_sizes, n_actions], activation)
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        return Categorical(logits=self.logits_net(obs))
+
+    def log_prob(self, pi: Distribution, act: torch.Tensor) -> torch.Tensor:
+        return pi.log_prob(act)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        pi = self.distribution(obs)
+        return pi, self.log_prob(pi, act)
+
+
+class GaussianActor(nn.Module):
+    """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (init -0.5)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.log_std = nn.Parameter(torch.full((act_dim,), -0.5))
+        self.mu_net = mlp([obs_dim, *hidden_sizes, act_dim], activation)
+
+    def distribution(self, obs: torch.Tensor) -> Distribution:
+        return Normal(self.mu_net(obs), torch.exp(self.log_std))
+
+    def log_prob(self, pi: Distribution, act: torch.Tensor) -> torch.Tensor:
+        return pi.log_prob(act).sum(axis=-1)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        pi = self.distribution(obs)
+        return pi, self.log_prob(pi, act)
+
+
+class Critic(nn.Module):
+    """State-value function V(s)."""
+
+    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.v_net = mlp([obs_dim, *hidden_sizes, 1], activation)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.v_net(obs).squeeze(-1)
+
+
+class ActorCritic(nn.Module):
+    """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``."""
+
+    def __init__(
+        self, obs_dim: int, act_space: spaces.Space, hidden_sizes: Sequence[int], activation: str
+    ) -> None:
+        super().__init__()
+        if isinstance(act_space, spaces.Discrete):
+            self.pi: CategoricalActor | GaussianActor = CategoricalActor(
+                obs_dim, int(act_space.n), hidden_sizes, activation
+            )
+        else:
+            self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation)
+        self.v = Critic(obs_dim, hidden_sizes, activation)
+
+    @torch.no_grad()
+    def step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample an action; return (action, V(obs), log pi(action | obs))."""
+        pi = self.pi.distribution(obs)
+        a = pi.sample()
+        return a, self.v(obs), self.pi.log_prob(pi, a)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """An action: a sample, or with ``deterministic`` the mean (Box) / most likely action (Discrete)."""
+        pi = self.pi.distribution(obs)
+        if not deterministic:
+            return pi.sample()
+        return pi.probs.argmax(-1) if isinstance(pi, Categorical) else pi.mean

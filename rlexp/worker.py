@@ -1,0 +1,66 @@
+"""One training process: ``python -m rlexp.worker RUN_DIR`` (what mpiexec starts on every rank).
+
+A worker reads the resolved config that the launcher wrote to RUN_DIR/config.yaml; it never runs
+Hydra and never reads the launcher's argv, so a --multirun sweep is never re-launched by its ranks.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from rlexp import comm
+from rlexp.config import load_config
+from rlexp.errors import RLExpError
+from rlexp.logger import EpochLogger
+
+CONFIG_FILE = "config.yaml"
+
+
+def run(run_dir: Path) -> None:
+    """Train the experiment recorded in ``run_dir`` as this rank."""
+    from rlexp.algos import ALGOS
+
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        raise RLExpError(f"{path} does not exist; is {run_dir} an rlexp run directory?")
+    cfg = load_config(OmegaConf.load(path))
+    spec = ALGOS[cfg.algo.name]
+    logger = EpochLogger(run_dir, exp_name=cfg.exp_name)
+    try:
+        spec.loop()(cfg, spec, run_dir, logger)
+    finally:
+        logger.close()
+
+
+def _abort(code: int) -> None:
+    """End this rank; under MPI end all ranks at once so none waits forever in a collective."""
+    if comm.num_procs() > 1:
+        from mpi4py import MPI
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(code)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m rlexp.worker RUN_DIR", file=sys.stderr)
+        sys.exit(2)
+    try:
+        run(Path(argv[0]))
+    except RLExpError as exc:
+        print(f"rlexp: error (rank {comm.proc_id()}): {exc}", file=sys.stderr)
+        _abort(exc.exit_code)
+    except BaseException:
+        traceback.print_exc()
+        _abort(1)
+
+
+if __name__ == "__main__":
+    main()

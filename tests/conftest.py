@@ -1,0 +1,43 @@
+"""Shared helpers: run the real CLI in a subprocess and read what it wrote."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(
+    *args: str, module: str = "rlexp", timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m <module> args...`` from the repository root; output captured as text."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+
+
+def train(run_dir: Path, *overrides: str, timeout: float = 300) -> pd.DataFrame:
+    """Train into ``run_dir`` (must succeed) and return its progress.txt as a DataFrame."""
+    res = run_cli(f"hydra.run.dir={run_dir}", *overrides, timeout=timeout)
+    assert res.returncode == 0, (
+        f"rc={res.returncode}\nstdout:\n{res.stdout[-3000:]}\nstderr:\n{res.stderr[-3000:]}"
+    )
+    return pd.read_table(run_dir / "progress.txt")
+
+
+@pytest.fixture
+def cli():
+    return run_cli

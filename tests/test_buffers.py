@@ -1,0 +1,56 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from rlexp.buffers import GAEBuffer, discount_cumsum
+
+
+def brute_discount_cumsum(x, d):
+    return np.array([sum(d**k * x[t + k] for k in range(len(x) - t)) for t in range(len(x))])
+
+
+def brute_gae(rews, vals, last_val, gamma, lam):
+    """GAE straight from its definition: A_t = sum_l (gamma*lam)^l delta_{t+l}."""
+    v = [*list(vals), last_val]
+    deltas = [rews[t] + gamma * v[t + 1] - v[t] for t in range(len(rews))]
+    adv = [sum((gamma * lam) ** k * deltas[t + k] for k in range(len(rews) - t)) for t in range(len(rews))]
+    ret = [
+        sum(gamma**k * ([*list(rews), last_val])[t + k] for k in range(len(rews) + 1 - t))
+        for t in range(len(rews))
+    ]
+    return np.array(adv), np.array(ret)
+
+
+def test_discount_cumsum_matches_loop():
+    x = np.random.default_rng(0).normal(size=37)
+    np.testing.assert_allclose(discount_cumsum(x, 0.9), brute_discount_cumsum(x, 0.9), rtol=1e-10)
+    np.testing.assert_allclose(discount_cumsum(x, 1.0), np.cumsum(x[::-1])[::-1], rtol=1e-10)
+
+
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.97), (0.9, 0.0), (1.0, 1.0)])
+def test_gae_and_returns_match_brute_force(gamma, lam):
+    rng = np.random.default_rng(1)
+    size, cuts = 30, [0, 7, 19, 30]  # three paths: terminated, truncated (bootstrap), epoch cut (bootstrap)
+    last_vals = [0.0, 1.5, -0.7]
+    buf = GAEBuffer(3, (), np.int64, size, gamma, lam)
+    rews, vals = rng.normal(size=size), rng.normal(size=size)
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+        for t in range(a, b):
+            buf.store(np.zeros(3), 1, rews[t], vals[t], 0.0)
+        buf.finish_path(last_vals[i])
+    raw_adv = buf.adv.copy()
+    data = buf.get()
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+        adv, ret = brute_gae(rews[a:b], vals[a:b], last_vals[i], gamma, lam)
+        np.testing.assert_allclose(raw_adv[a:b], adv, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(data["ret"][a:b], ret, rtol=1e-4, atol=1e-4)
+    # get() normalises advantages to mean 0, std 1
+    assert abs(data["adv"].mean()) < 1e-5 and abs(data["adv"].std() - 1) < 1e-4
+
+
+def test_gae_buffer_refuses_partial_epoch():
+    buf = GAEBuffer(1, (), np.int64, 4, 0.99, 0.95)
+    buf.store(np.zeros(1), 0, 1.0, 0.0, 0.0)
+    with pytest.raises(AssertionError):
+        buf.get()

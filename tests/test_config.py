@@ -1,0 +1,110 @@
+"""Config composition, the algo.lr rule, and one clear line for every bad input a user can give."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import rlexp.__main__ as entry
+from rlexp.config import PPOConfig, load_config
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=entry.CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_defaults_compose_to_ppo_torch_cartpole_one_process():
+    cfg = load_config(composed())
+    assert isinstance(cfg.algo, PPOConfig)
+    assert (cfg.algo.name, cfg.env.id, cfg.backend.name, cfg.comm.procs) == ("ppo", "CartPole-v1", "torch", 1)
+    # Spinning Up's PPO defaults
+    a = cfg.algo
+    assert (a.steps_per_epoch, a.epochs, a.gamma, a.lam, a.clip_ratio) == (4000, 50, 0.99, 0.97, 0.2)
+    assert (a.pi_lr, a.vf_lr, a.train_pi_iters, a.train_v_iters, a.target_kl) == (3e-4, 1e-3, 80, 80, 0.01)
+    assert cfg.network.hidden_sizes == [64, 64] and cfg.network.activation == "tanh"
+    assert cfg.exp_name == "ppo_CartPole-v1"
+
+
+def test_lr_sets_every_learning_rate_and_unset_keeps_them():
+    cfg = load_config(composed("algo.lr=1e-3"))
+    assert cfg.algo.pi_lr == cfg.algo.vf_lr == 1e-3
+    cfg = load_config(composed("algo.lr=null"))
+    assert (cfg.algo.pi_lr, cfg.algo.vf_lr) == (3e-4, 1e-3)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        "CartPole-v1",
+        "Pendulum-v1",
+        "HalfCheetah-v4",
+        "Hopper-v4",
+        "Walker2d-v4",
+        "Ant-v4",
+        "Swimmer-v4",
+        "HalfCheetah-v5",
+        "InvertedPendulum-v4",
+    ],
+)
+def test_env_presets_name_real_envs(env):
+    from rlexp.envs import make_env
+
+    cfg = load_config(composed(f"env={env}"))
+    e = make_env(cfg.env, seed=0)
+    assert e.spec.id == env
+    e.close()
+
+
+def test_generic_env_preset_takes_any_registered_id():
+    assert load_config(composed("env=gym", "env.id=Acrobot-v1")).env.id == "Acrobot-v1"
+
+
+# (overrides, a fragment the one-line message must contain)
+BAD_INPUTS = [
+    (["algo=foo"], "unknown algo option 'foo'; choose one of: ppo"),
+    (["env=NoSuchEnv-v0"], "unknown env option 'NoSuchEnv-v0'"),
+    (["backend=jax"], "unknown backend option 'jax'"),
+    (
+        ["env=gym", "env.id=CartPol-v1"],
+        "env.id='CartPol-v1' is not registered with gymnasium (close matches: CartPole-v1",
+    ),
+    (["env=gym"], "env.id is required"),
+    (["algo.pi_lr=-1"], "algo.pi_lr=-1.0 is out of range"),
+    (["algo.lr=-0.1"], "algo.lr=-0.1 is out of range"),
+    (["algo.epochs=abc"], "algo.epochs: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["algo.clip_ratio=1.5"], "algo.clip_ratio=1.5 is out of range"),
+    (["comm.procs=0"], "comm.procs=0 is out of range"),
+    (["comm.procs=3", "algo.steps_per_epoch=2"], "algo.steps_per_epoch=2 is smaller than comm.procs=3"),
+    (["algo.pi_lrr=1"], "unknown key algo.pi_lrr; algo has:"),
+    (["network.activation=swish"], "network.activation='swish' is unknown; choose one of: tanh"),
+    (["algo.epochs=[1"], "bad override syntax"),
+    (
+        ["env=gym", "env.id=tests.envs:RLExpTest/MultiDiscrete-v0"],
+        "ppo cannot handle the action space MultiDiscrete([3 3])",
+    ),
+    (["env=gym", "env.id=Blackjack-v1"], "ppo cannot handle the observation space Tuple("),
+    (
+        ["comm.procs=2", "comm.mpiexec=/nonexistent/mpiexec"],
+        "comm.mpiexec='/nonexistent/mpiexec' is not an executable",
+    ),
+]
+
+
+@pytest.mark.parametrize("overrides,fragment", BAD_INPUTS, ids=[" ".join(o) for o, _ in BAD_INPUTS])
+def test_bad_input_ends_with_one_clear_line(cli, tmp_path, overrides, fragment):
+    run_dir = tmp_path / "run"
+    res = cli(f"hydra.run.dir={run_dir}", *overrides)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert len(lines) == 1 and lines[0].startswith("rlexp: error: "), res.stderr
+    assert fragment in lines[0], lines[0]
+    assert not (run_dir / "config.yaml").exists()  # nothing was written for a rejected run
+
+
+def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):
+    res = cli("--help")
+    assert res.returncode == 0 and "algo: ppo" in res.stdout and "env: Ant-v4" in res.stdout
+    res = cli("--cfg", "job", "algo.epochs=7", "env=Pendulum-v1")
+    assert res.returncode == 0 and "epochs: 7" in res.stdout and "id: Pendulum-v1" in res.stdout
