@@ -37,3 +37,6 @@ format: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+bench: install
+	$(BIN)/python benchmarks/bench_core.py $(ARGS)

@@ -136,6 +136,9 @@ def launch(hydra_cfg: DictConfig) -> None:
     try:
         _launch(hydra_cfg, hc)
     except RLExpError as exc:
+        run_dir = Path(hc.runtime.output_dir)
+        if run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # Hydra made it for this job; leave no empty directory behind
         sweep = hc.mode == RunMode.MULTIRUN
         report(exc, f"job {hc.job.num} ({' '.join(hc.overrides.task)})" if sweep else "")
         raise SystemExit(exc.exit_code) from None

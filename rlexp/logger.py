@@ -60,7 +60,7 @@ def _fmt(val: Any) -> str:
 class Logger:
     """Tabular logger: ``log_tabular(key, val)`` fills a row, ``dump_tabular()`` prints and writes it.
 
-    :param output_dir: run directory; progress.txt goes there. Only rank 0 uses it.
+    :param output_dir: run directory; progress.txt goes there (rank 0 only). None: console only.
     :param output_fname: name of the tab-separated log (Spinning Up's ``progress.txt``).
     :param exp_name: experiment name written into config.json.
     :param console: print the table of each epoch to stdout.
@@ -68,20 +68,20 @@ class Logger:
 
     def __init__(
         self,
-        output_dir: str | os.PathLike,
+        output_dir: str | os.PathLike | None,
         output_fname: str = "progress.txt",
         exp_name: str | None = None,
         console: bool = True,
     ) -> None:
         self.active = comm.proc_id() == 0
-        self.output_dir = Path(output_dir)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
         self.exp_name = exp_name
         self.console = console and self.active
         self.first_row = True
         self.log_headers: list[str] = []
         self.log_current_row: dict[str, Any] = {}
         self.output_file = None
-        if self.active:
+        if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             path = self.output_dir / output_fname
             try:
@@ -113,7 +113,7 @@ class Logger:
 
     def save_config(self, config: dict[str, Any]) -> None:
         """Write config.json (rank 0 only); see :func:`save_config`."""
-        if self.active:
+        if self.active and self.output_dir is not None:
             save_config(self.output_dir, config, self.exp_name)
 
     def dump_tabular(self) -> dict[str, Any]:
@@ -125,13 +125,13 @@ class Logger:
                 line = "-" * (22 + width)
                 body = "\n".join(f"| {k:>{width}} | {_fmt(v):>15} |" for k, v in row.items())
                 print(f"{line}\n{body}\n{line}", flush=True)
-            assert self.output_file is not None
-            out = ""
-            if self.first_row:
-                out += "\t".join(self.log_headers) + "\n"
-            out += "\t".join(str(v) for v in row.values()) + "\n"
-            self.output_file.write(out)  # one write per row: a reader never sees half a row
-            self.output_file.flush()
+            if self.output_file is not None:
+                out = ""
+                if self.first_row:
+                    out += "\t".join(self.log_headers) + "\n"
+                out += "\t".join(str(v) for v in row.values()) + "\n"
+                self.output_file.write(out)  # one write per row: a reader never sees half a row
+                self.output_file.flush()
         self.log_current_row.clear()
         self.first_row = False
         return row

@@ -163,3 +163,22 @@ def test_multirun_gives_each_job_its_own_directory(tmp_path):
     runs = sorted(p.parent for p in sweep.glob("*/progress.txt"))
     assert len(runs) == 4 and len({r.name for r in runs}) == 4
     assert any("algo.lr=0.001" in r.name and r.name.endswith("seed=1") for r in runs)
+
+
+def test_plot_and_test_policy_read_a_finished_run(tmp_path):
+    run_dir = tmp_path / "run"
+    train(run_dir, *SMALL)
+    res = run_cli(str(run_dir), "-n", "3", "-nr", "-d", module="rlexp.test_policy")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("Episode ") == 3 and "AverageEpRet" in res.stdout
+    out = tmp_path / "curve.png"
+    res = run_cli(str(run_dir), "-o", str(out), module="rlexp.plot")
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    for module, args, fragment in [
+        ("rlexp.plot", [str(tmp_path / "none")], "no runs"),
+        ("rlexp.test_policy", [str(tmp_path)], "not an rlexp run directory"),
+        ("rlexp.plot", [str(run_dir), "-y", "Nope"], "column 'Nope'"),
+    ]:
+        res = run_cli(*args, module=module)
+        assert res.returncode == 2 and fragment in res.stderr and "Traceback" not in res.stderr
