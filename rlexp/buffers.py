@@ -70,3 +70,50 @@ class GAEBuffer:
         return dict(
             obs=self.obs, act=self.act, ret=self.ret, adv=adv.astype(np.float32), logp=self.logp, val=self.val
         )
+
+
+class ReplayBuffer:
+    """FIFO ring of transitions (obs, act, rew, obs2, done) in float32 numpy arrays.
+
+    ``done`` is 1 only when the episode terminated; a time-limit truncation is stored as 0 so the
+    target still bootstraps from obs2.
+
+    :param obs_dim: observation length.
+    :param act_dim: action length.
+    :param size: capacity in transitions (of this rank).
+    """
+
+    KEYS = ("obs", "obs2", "act", "rew", "done")
+
+    def __init__(self, obs_dim: int, act_dim: int, size: int) -> None:
+        self.obs = np.zeros((size, obs_dim), dtype=np.float32)
+        self.obs2 = np.zeros((size, obs_dim), dtype=np.float32)
+        self.act = np.zeros((size, act_dim), dtype=np.float32)
+        self.rew = np.zeros(size, dtype=np.float32)
+        self.done = np.zeros(size, dtype=np.float32)
+        self.ptr, self.size, self.max_size = 0, 0, size
+
+    def store(self, obs: np.ndarray, act: np.ndarray, rew: float, obs2: np.ndarray, done: bool) -> None:
+        i = self.ptr
+        self.obs[i], self.act[i], self.rew[i], self.obs2[i], self.done[i] = obs, act, rew, obs2, done
+        self.ptr = (self.ptr + 1) % self.max_size
+        self.size = min(self.size + 1, self.max_size)
+
+    def sample_batch(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``batch_size`` transitions drawn uniformly with replacement."""
+        idx = rng.integers(0, self.size, size=batch_size)
+        return {k: getattr(self, k)[idx] for k in self.KEYS}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The filled part and the write position (for checkpoints)."""
+        return {"ptr": self.ptr, "size": self.size, **{k: getattr(self, k)[: self.size] for k in self.KEYS}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["size"])
+        if n > self.max_size:
+            raise ValueError(
+                f"checkpoint replay buffer holds {n} transitions, more than its capacity {self.max_size}"
+            )
+        for k in self.KEYS:
+            getattr(self, k)[:n] = np.asarray(state[k])
+        self.ptr, self.size = int(state["ptr"]), n

@@ -172,6 +172,139 @@ class PPOConfig(OnPolicyConfig):
 
 
 @dataclass
+class VPGConfig(OnPolicyConfig):
+    """Vanilla policy gradient; see ``conf/algo/vpg.yaml``."""
+
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("pi_lr", "vf_lr")
+
+    pi_lr: float = MISSING
+
+
+@dataclass
+class TRPOConfig(OnPolicyConfig):
+    """TRPO / natural policy gradient; see ``conf/algo/trpo.yaml``."""
+
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("vf_lr",)
+
+    variant: str = MISSING
+    delta: float = MISSING
+    damping_coeff: float = MISSING
+    cg_iters: int = MISSING
+    backtrack_iters: int = MISSING
+    backtrack_coeff: float = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(
+            self.variant in ("trpo", "npg"), f"algo.variant={self.variant!r} is unknown; choose trpo or npg"
+        )
+        check(self.delta > 0, f"algo.delta={self.delta} is out of range; use > 0")
+        check(self.damping_coeff >= 0, f"algo.damping_coeff={self.damping_coeff} is out of range; use >= 0")
+        check(self.cg_iters >= 1, f"algo.cg_iters={self.cg_iters} is out of range; use >= 1")
+        check(
+            self.backtrack_iters >= 1,
+            f"algo.backtrack_iters={self.backtrack_iters} is out of range; use >= 1",
+        )
+        check(
+            0 < self.backtrack_coeff < 1,
+            f"algo.backtrack_coeff={self.backtrack_coeff} is out of range; use 0 < backtrack_coeff < 1",
+        )
+
+
+@dataclass
+class OffPolicyConfig(AlgoConfig):
+    """Keys of the off-policy family (DDPG, TD3, SAC): replay, exploration, targets, tests."""
+
+    replay_size: int = MISSING
+    polyak: float = MISSING
+    batch_size: int = MISSING
+    start_steps: int = MISSING
+    update_after: int = MISSING
+    update_every: int = MISSING
+    num_test_episodes: int = MISSING
+    keep_checkpoints: int | None = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        n = self.name
+        check(
+            0.0 <= self.polyak <= 1.0,
+            f"algo.polyak={self.polyak} is out of range for {n}; use 0 <= polyak <= 1",
+        )
+        check(
+            self.replay_size >= procs,
+            f"algo.replay_size={self.replay_size} is out of range; use >= comm.procs",
+        )
+        check(
+            self.batch_size >= procs,
+            f"algo.batch_size={self.batch_size} is smaller than comm.procs={procs}; every rank samples its share",
+        )
+        check(
+            self.batch_size <= self.replay_size,
+            f"algo.batch_size={self.batch_size} is larger than algo.replay_size={self.replay_size}",
+        )
+        check(self.start_steps >= 0, f"algo.start_steps={self.start_steps} is out of range; use >= 0")
+        check(self.update_after >= 0, f"algo.update_after={self.update_after} is out of range; use >= 0")
+        check(self.update_every >= 1, f"algo.update_every={self.update_every} is out of range; use >= 1")
+        check(
+            self.num_test_episodes >= 0,
+            f"algo.num_test_episodes={self.num_test_episodes} is out of range; use >= 0",
+        )
+        check(
+            self.keep_checkpoints is None or self.keep_checkpoints >= 1,
+            f"algo.keep_checkpoints={self.keep_checkpoints} is out of range; use >= 1 or null (keep all)",
+        )
+
+
+@dataclass
+class DDPGConfig(OffPolicyConfig):
+    """DDPG; see ``conf/algo/ddpg.yaml``."""
+
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("pi_lr", "q_lr")
+
+    pi_lr: float = MISSING
+    q_lr: float = MISSING
+    act_noise: float = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(self.act_noise >= 0, f"algo.act_noise={self.act_noise} is out of range; use >= 0")
+
+
+@dataclass
+class TD3Config(DDPGConfig):
+    """TD3; see ``conf/algo/td3.yaml``."""
+
+    target_noise: float = MISSING
+    noise_clip: float = MISSING
+    policy_delay: int = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(self.target_noise >= 0, f"algo.target_noise={self.target_noise} is out of range; use >= 0")
+        check(self.noise_clip >= 0, f"algo.noise_clip={self.noise_clip} is out of range; use >= 0")
+        check(self.policy_delay >= 1, f"algo.policy_delay={self.policy_delay} is out of range; use >= 1")
+
+
+@dataclass
+class SACConfig(OffPolicyConfig):
+    """SAC; see ``conf/algo/sac.yaml``. ``lr`` is its one learning rate (policy, Q-functions, alpha)."""
+
+    alpha: float = MISSING
+    autotune_alpha: bool = MISSING
+    target_entropy: float | None = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(self.lr is not None, "algo.lr is required for sac (its one learning rate); give a value > 0")
+        check(self.alpha >= 0, f"algo.alpha={self.alpha} is out of range; use >= 0")
+        check(
+            not self.autotune_alpha or self.alpha > 0,
+            "algo.alpha must be > 0 with algo.autotune_alpha=true (it is the initial value)",
+        )
+
+
+@dataclass
 class RLExpConfig:
     """The whole experiment: one option of each group plus the top-level keys."""
 

@@ -86,8 +86,12 @@ def check_spaces(
     obs_space: spaces.Space,
     act_space: spaces.Space,
     action_spaces: tuple[type[spaces.Space], ...],
+    bounded: bool = False,
 ) -> None:
-    """Raise RLExpError naming the algorithm and the space unless both spaces are supported."""
+    """Raise RLExpError naming the algorithm and the space unless both spaces are supported.
+
+    ``bounded``: a Box action space must also have finite bounds (the policy is squashed into them).
+    """
     if not isinstance(obs_space, (spaces.Box, spaces.Discrete)):
         raise RLExpError(
             f"{algo} cannot handle the observation space {obs_space} of {env_id}; supported: Box, Discrete"
@@ -95,6 +99,12 @@ def check_spaces(
     if not isinstance(act_space, action_spaces):
         names = ", ".join(s.__name__ for s in action_spaces)
         raise RLExpError(f"{algo} cannot handle the action space {act_space} of {env_id}; supported: {names}")
+    if (
+        bounded
+        and isinstance(act_space, spaces.Box)
+        and not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high)))
+    ):
+        raise RLExpError(f"{algo} needs finite action bounds, but {env_id} has the action space {act_space}")
 
 
 def action_dims(act_space: spaces.Space) -> tuple[tuple[int, ...], Any]:
@@ -122,3 +132,21 @@ class ActionAdapter:
         if self.discrete:
             return int(action) + self.start
         return np.clip(action, self.low, self.high)
+
+
+class ActionScaler:
+    """Maps actions in [-1, 1]^n (what off-policy policies output) to a Box's real bounds and back.
+
+    Works for asymmetric and per-dimension bounds (Spinning Up used ``high[0]`` for every dimension).
+    """
+
+    def __init__(self, act_space: spaces.Box) -> None:
+        low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
+        self.center, self.half = (high + low) / 2, (high - low) / 2
+        self.dtype = act_space.dtype
+
+    def to_env(self, a: np.ndarray) -> np.ndarray:
+        return (self.center + self.half * np.clip(a, -1.0, 1.0)).astype(self.dtype)
+
+    def normalize(self, a: np.ndarray) -> np.ndarray:
+        return ((a - self.center) / self.half).astype(np.float32)

@@ -42,7 +42,14 @@ def validate_experiment(cfg: RLExpConfig) -> None:
         from gymnasium import spaces
 
         allowed = tuple(getattr(spaces, name) for name in spec.action_spaces)
-        check_spaces(cfg.algo.name, cfg.env.id, env.observation_space, env.action_space, allowed)
+        check_spaces(
+            cfg.algo.name,
+            cfg.env.id,
+            env.observation_space,
+            env.action_space,
+            allowed,
+            bounded=spec.family == "off_policy",
+        )
     finally:
         env.close()
 

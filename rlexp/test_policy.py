@@ -18,7 +18,8 @@ from rlexp.errors import RLExpError
 
 
 def load_policy_and_env(run_dir: Path, itr: int = -1, render: bool = False):
-    """(env, learner, epoch) of a run: the env from its config, the learner loaded from a checkpoint."""
+    """(env, learner, epoch, to_env) of a run: the env from its config, the learner loaded from a
+    checkpoint, and the map from the learner's actions to the env's."""
     from rlexp.algos import ALGOS
     from rlexp.config import load_config
     from rlexp.envs import make_env
@@ -41,15 +42,15 @@ def load_policy_and_env(run_dir: Path, itr: int = -1, render: bool = False):
         env.observation_space, env.action_space, cfg, 0
     )
     learner.load(ckpts[epoch])
-    return env, learner, epoch
+    return env, learner, epoch, ALGOS[cfg.algo.name].env_action(env.action_space)
 
 
-def run_policy(env, learner, max_ep_len: int, num_episodes: int, deterministic: bool, seed: int) -> None:
+def run_policy(
+    env, learner, to_env, max_ep_len: int, num_episodes: int, deterministic: bool, seed: int
+) -> None:
     """Play ``num_episodes`` episodes; print each and a summary table (EpRet, EpLen)."""
-    from rlexp.envs import ActionAdapter
     from rlexp.logger import EpochLogger
 
-    to_env = ActionAdapter(env.action_space)
     logger = EpochLogger(None)
     o, _ = env.reset(seed=seed)
     ep_ret, ep_len, n = 0.0, 0, 0
@@ -85,9 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     render = not args.norender and bool(os.environ.get("DISPLAY"))
     try:
-        env, learner, epoch = load_policy_and_env(Path(args.run_dir), args.itr, render)
+        env, learner, epoch, to_env = load_policy_and_env(Path(args.run_dir), args.itr, render)
         print(f"Loaded the policy after epoch {epoch} of {args.run_dir}")
-        run_policy(env, learner, args.len, args.episodes, args.deterministic, args.seed)
+        run_policy(env, learner, to_env, args.len, args.episodes, args.deterministic, args.seed)
     except RLExpError as exc:
         print(f"rlexp.test_policy: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

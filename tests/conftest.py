@@ -38,6 +38,17 @@ def train(run_dir: Path, *overrides: str, timeout: float = 300) -> pd.DataFrame:
     return pd.read_table(run_dir / "progress.txt")
 
 
+def composed(*overrides: str):
+    """The RLExpConfig that `python -m rlexp overrides...` would train with."""
+    from hydra import compose, initialize_config_dir
+
+    import rlexp.__main__ as entry
+    from rlexp.config import load_config
+
+    with initialize_config_dir(config_dir=entry.CONF_DIR, version_base="1.3"):
+        return load_config(compose(config_name="config", overrides=list(overrides)))
+
+
 @pytest.fixture
 def cli():
     return run_cli

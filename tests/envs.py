@@ -43,5 +43,12 @@ class CrashOnRank1(gym.Env):
         return np.zeros(2, np.float32), 1.0, self.t >= 20, False, {}
 
 
+class UnboundedActions(MultiDiscreteActions):
+    """A Box action space without finite bounds (fine for PPO, not for DDPG/TD3/SAC)."""
+
+    action_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+
+gym.register("RLExpTest/UnboundedActions-v0", entry_point=UnboundedActions)
 gym.register("RLExpTest/MultiDiscrete-v0", entry_point=MultiDiscreteActions)
 gym.register("RLExpTest/CrashOnRank1-v0", entry_point=CrashOnRank1)

@@ -56,13 +56,122 @@ def test_env_presets_name_real_envs(env):
     e.close()
 
 
+SPINNING_UP_DEFAULTS = {
+    "vpg": dict(
+        steps_per_epoch=4000,
+        epochs=50,
+        gamma=0.99,
+        pi_lr=3e-4,
+        vf_lr=1e-3,
+        train_v_iters=80,
+        lam=0.97,
+        save_freq=10,
+    ),
+    "trpo": dict(
+        steps_per_epoch=4000,
+        epochs=50,
+        gamma=0.99,
+        delta=0.01,
+        vf_lr=1e-3,
+        train_v_iters=80,
+        damping_coeff=0.1,
+        cg_iters=10,
+        backtrack_iters=10,
+        backtrack_coeff=0.8,
+        lam=0.97,
+        save_freq=10,
+        variant="trpo",
+    ),
+    "ddpg": dict(
+        steps_per_epoch=4000,
+        epochs=100,
+        replay_size=10**6,
+        gamma=0.99,
+        polyak=0.995,
+        pi_lr=1e-3,
+        q_lr=1e-3,
+        batch_size=100,
+        start_steps=10000,
+        update_after=1000,
+        update_every=50,
+        act_noise=0.1,
+        num_test_episodes=10,
+        save_freq=1,
+    ),
+    "td3": dict(
+        steps_per_epoch=4000,
+        epochs=100,
+        replay_size=10**6,
+        gamma=0.99,
+        polyak=0.995,
+        pi_lr=1e-3,
+        q_lr=1e-3,
+        batch_size=100,
+        start_steps=10000,
+        update_after=1000,
+        update_every=50,
+        act_noise=0.1,
+        target_noise=0.2,
+        noise_clip=0.5,
+        policy_delay=2,
+        num_test_episodes=10,
+        save_freq=1,
+    ),
+    "sac": dict(
+        steps_per_epoch=4000,
+        epochs=100,
+        replay_size=10**6,
+        gamma=0.99,
+        polyak=0.995,
+        lr=1e-3,
+        alpha=0.2,
+        batch_size=100,
+        start_steps=10000,
+        update_after=1000,
+        update_every=50,
+        num_test_episodes=10,
+        save_freq=1,
+        autotune_alpha=False,
+    ),
+}
+
+
+@pytest.mark.parametrize("algo", list(SPINNING_UP_DEFAULTS))
+def test_each_algorithm_has_spinning_ups_defaults_and_network(algo):
+    cfg = load_config(composed(f"algo={algo}"))
+    for key, value in SPINNING_UP_DEFAULTS[algo].items():
+        assert getattr(cfg.algo, key) == value, key
+    off = algo in ("ddpg", "td3", "sac")
+    expected = ([256, 256], "relu") if off else ([64, 64], "tanh")
+    assert (cfg.network.hidden_sizes, cfg.network.activation) == expected
+    # an explicit network choice still wins over the algorithm's default
+    cfg = load_config(composed(f"algo={algo}", "network=mlp400x300_relu"))
+    assert cfg.network.hidden_sizes == [400, 300]
+
+
+@pytest.mark.parametrize(
+    "algo,keys",
+    [
+        ("vpg", ["pi_lr", "vf_lr"]),
+        ("trpo", ["vf_lr"]),
+        ("ppo", ["pi_lr", "vf_lr"]),
+        ("ddpg", ["pi_lr", "q_lr"]),
+        ("td3", ["pi_lr", "q_lr"]),
+        ("sac", ["lr"]),
+    ],
+)
+def test_lr_reaches_every_rate_of_every_algorithm(algo, keys):
+    cfg = load_config(composed(f"algo={algo}", "algo.lr=5e-4"))
+    assert all(getattr(cfg.algo, k) == 5e-4 for k in keys)
+
+
 def test_generic_env_preset_takes_any_registered_id():
     assert load_config(composed("env=gym", "env.id=Acrobot-v1")).env.id == "Acrobot-v1"
 
 
 # (overrides, a fragment the one-line message must contain)
 BAD_INPUTS = [
-    (["algo=foo"], "unknown algo option 'foo'; choose one of: ppo"),
+    (["algo=foo"], "unknown algo option 'foo'; choose one of: ddpg, ppo, sac, td3, trpo, vpg"),
     (["env=NoSuchEnv-v0"], "unknown env option 'NoSuchEnv-v0'"),
     (["backend=jax"], "unknown backend option 'jax'"),
     (
@@ -88,6 +197,21 @@ BAD_INPUTS = [
         ["comm.procs=2", "comm.mpiexec=/nonexistent/mpiexec"],
         "comm.mpiexec='/nonexistent/mpiexec' is not an executable",
     ),
+    (["algo=ddpg"], "ddpg cannot handle the action space Discrete(2) of CartPole-v1; supported: Box"),
+    (["algo=sac", "env=gym", "env.id=Blackjack-v1"], "sac cannot handle the observation space Tuple("),
+    (
+        ["algo=td3", "env=gym", "env.id=tests.envs:RLExpTest/UnboundedActions-v0"],
+        "td3 needs finite action bounds",
+    ),
+    (["algo=td3", "env=Pendulum-v1", "algo.polyak=1.5"], "algo.polyak=1.5 is out of range for td3"),
+    (
+        ["algo=sac", "env=Pendulum-v1", "algo.replay_size=100", "algo.batch_size=200"],
+        "algo.batch_size=200 is larger than algo.replay_size=100",
+    ),
+    (["algo=td3", "env=Pendulum-v1", "algo.policy_delay=0"], "algo.policy_delay=0 is out of range"),
+    (["algo=trpo", "algo.variant=foo"], "algo.variant='foo' is unknown; choose trpo or npg"),
+    (["algo=sac", "env=Pendulum-v1", "algo.lr=null"], "algo.lr is required for sac"),
+    (["algo=ddpg", "env=Pendulum-v1", "algo.q_lr=0"], "algo.q_lr=0.0 is out of range for ddpg"),
 ]
 
 
@@ -105,6 +229,10 @@ def test_bad_input_ends_with_one_clear_line(cli, tmp_path, overrides, fragment):
 
 def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):
     res = cli("--help")
-    assert res.returncode == 0 and "algo: ppo" in res.stdout and "env: Ant-v4" in res.stdout
+    assert (
+        res.returncode == 0
+        and "algo: ddpg, ppo, sac, td3, trpo, vpg" in res.stdout
+        and "env: Ant-v4" in res.stdout
+    )
     res = cli("--cfg", "job", "algo.epochs=7", "env=Pendulum-v1")
     assert res.returncode == 0 and "epochs: 7" in res.stdout and "id: Pendulum-v1" in res.stdout

@@ -87,9 +87,9 @@ def test_checkpoints_are_complete_and_load_without_pickle(tmp_path):
     ckpts = list_checkpoints(run_dir)
     assert sorted(ckpts) == [2, 3]  # every save_freq epochs, and after the last
     state = torch.load(ckpts[3], weights_only=True)
-    assert state["algo"] == "ppo" and state["extra"]["epoch"] == 3
+    assert state["algo"] == "ppo" and state["loop"]["epoch"] == 3
     learner = state["learner"]
-    assert {"pi.logits_net.0.weight", "v.v_net.0.weight"} <= set(learner["model"])
+    assert {"pi.logits_net.0.weight", "v.v_net.0.weight"} <= set(learner["modules"]["ac"])
     assert set(learner["optimizers"]) == {"pi", "vf"} and learner["optimizers"]["pi"]["state"]
     assert not list(run_dir.glob("checkpoints/*.tmp"))
 

@@ -19,7 +19,7 @@ from rlexp.algos import AlgoSpec
 from rlexp.buffers import GAEBuffer
 from rlexp.checkpoint import checkpoint_path
 from rlexp.config import RLExpConfig
-from rlexp.envs import ActionAdapter, action_dims, make_env
+from rlexp.envs import action_dims, make_env
 from rlexp.logger import EpochLogger
 
 
@@ -35,7 +35,7 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
     seed = rank_seed(cfg.seed, rank)
     env = make_env(cfg.env, seed)
     learner = spec.learner_class(cfg.backend.name)(env.observation_space, env.action_space, cfg, seed)
-    to_env = ActionAdapter(env.action_space)
+    to_env = spec.env_action(env.action_space)
     local_steps = algo.steps_per_epoch // size
     act_shape, act_dtype = action_dims(env.action_space)
     buf = GAEBuffer(env.observation_space.shape[0], act_shape, act_dtype, local_steps, algo.gamma, algo.lam)
@@ -72,8 +72,8 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
         logger.log_tabular("EpLen", average_only=True)
         logger.log_tabular("VVals", with_min_and_max=True)
         logger.log_tabular("TotalEnvInteracts", (epoch + 1) * local_steps * size)
-        for key in spec.update_keys:
-            logger.log_tabular(key, average_only=True)
+        for key, min_max in spec.stats(algo):
+            logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
         logger.log_tabular("Time", time.time() - start)
         logger.dump_tabular()
     env.close()

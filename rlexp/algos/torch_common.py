@@ -1,8 +1,12 @@
-"""What every PyTorch learner shares: threads and device set-up, the on-policy actor-critic base."""
+"""What the PyTorch learners share: threads and device set-up, state and checkpoints, and the
+on-policy (actor-critic + value function) and off-policy (targets, polyak, exploration) bases.
+"""
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -27,14 +31,14 @@ def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
     return torch.device(cfg.device)
 
 
-class OnPolicyTorchLearner:
-    """Actor-critic, value-function training and checkpoints for VPG, TRPO and PPO in PyTorch.
+class TorchLearner:
+    """Base of every PyTorch learner: device, seeding, state dict and checkpoint files.
 
-    Subclasses implement ``update(batch) -> stats`` with their policy step, calling
-    :meth:`update_v` for the value function.
+    Subclasses list their networks in :meth:`modules` and their optimizers in :meth:`optimizers`;
+    anything else they must carry across a checkpoint goes in :meth:`extra_state`.
 
     :param obs_space: flattened observation space (Box).
-    :param act_space: Box or Discrete action space.
+    :param act_space: the env's action space.
     :param cfg: the whole experiment config (algo, network and backend keys are used).
     :param seed: this rank's seed; parameters are then copied from rank 0 so all ranks start equal.
     """
@@ -43,17 +47,85 @@ class OnPolicyTorchLearner:
         self.cfg, self.algo = cfg, cfg.algo
         self.device = setup_torch(cfg.backend, comm.num_procs())
         torch.manual_seed(seed)
-        self.discrete = isinstance(act_space, spaces.Discrete)
-        obs_dim = int(np.prod(obs_space.shape))
-        self.ac = ActorCritic(obs_dim, act_space, cfg.network.hidden_sizes, cfg.network.activation).to(
-            self.device
-        )
-        sync_params(self.ac.parameters())
-        self.vf_optimizer = torch.optim.Adam(self.ac.v.parameters(), lr=self.algo.vf_lr)
+        self.obs_dim = int(np.prod(obs_space.shape))
 
-    # --- acting -------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        raise NotImplementedError
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        raise NotImplementedError
+
+    def extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    @staticmethod
+    def sync(*modules: torch.nn.Module) -> None:
+        """Copy rank 0's parameters of ``modules`` to all ranks (before targets are copied from them)."""
+        sync_params(p for m in modules for p in m.parameters())
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks (targets included), optimizer states, torch's RNG state and the subclass extras."""
+        return {
+            "modules": {k: m.state_dict() for k, m in self.modules().items()},
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
+            "torch_rng": torch.get_rng_state(),
+            "extra": self.extra_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k, m in self.modules().items():
+            m.load_state_dict(state["modules"][k])
+        for k, o in self.optimizers().items():
+            o.load_state_dict(state["optimizers"][k])
+        torch.set_rng_state(state["torch_rng"])
+        self.load_extra_state(state["extra"])
+
+    def save(self, path: str | os.PathLike, loop_state: dict[str, Any]) -> None:
+        """Write this learner's state plus the loop's state (counters, RNGs, buffers) to ``path``."""
+        save_torch(
+            path,
+            {
+                "format": 1,
+                "algo": self.algo.name,
+                "backend": "torch",
+                "learner": self.state_dict(),
+                "loop": loop_state,
+            },
+        )
+
+    def load(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Restore from ``path``; return the loop's state."""
+        ckpt = load_torch(path, map_location=self.device)
+        self.load_state_dict(ckpt["learner"])
+        return ckpt["loop"]
+
+
+class OnPolicyTorchLearner(TorchLearner):
+    """Actor-critic and value-function training for VPG, TRPO and PPO in PyTorch.
+
+    Subclasses implement ``update(batch) -> stats`` with their policy step, calling
+    :meth:`update_v` for the value function.
+    """
+
+    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
+        super().__init__(obs_space, act_space, cfg, seed)
+        self.discrete = isinstance(act_space, spaces.Discrete)
+        net = cfg.network
+        self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation).to(self.device)
+        self.sync(self.ac)
+        self.vf_optimizer = torch.optim.Adam(self.ac.v.parameters(), lr=self.algo.vf_lr)
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"ac": self.ac}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"vf": self.vf_optimizer}
 
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
         """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
@@ -69,7 +141,6 @@ class OnPolicyTorchLearner:
         """An action for one observation (for evaluation)."""
         return self.ac.act(self._obs(obs), deterministic).cpu().numpy()
 
-    # --- learning -----------------------------------------------------------------------------
     def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """The epoch's numpy arrays as tensors on the device (actions as int64 for Discrete)."""
         out = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
@@ -94,43 +165,76 @@ class OnPolicyTorchLearner:
             after = self.loss_v(data).item()
         return before, after
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         raise NotImplementedError
 
-    # --- state --------------------------------------------------------------------------------
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """Every optimizer of the learner by name (subclasses add theirs)."""
-        return {"vf": self.vf_optimizer}
 
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizer states and torch's RNG state."""
-        return {
-            "model": self.ac.state_dict(),
-            "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
-            "torch_rng": torch.get_rng_state(),
-        }
+class OffPolicyTorchLearner(TorchLearner):
+    """Shared machinery of DDPG, TD3 and SAC in PyTorch.
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ac.load_state_dict(state["model"])
-        for k, o in self.optimizers().items():
-            o.load_state_dict(state["optimizers"][k])
-        torch.set_rng_state(state["torch_rng"])
+    Actions inside the learner live in [-1, 1]^n; the loop maps them to the env's real bounds.
+    Subclasses build their networks, :meth:`sync` them, copy targets, make optimizers, and
+    implement ``update(batch) -> stats``, ``act`` and ``explore``.
+    """
 
-    def save(self, path: str | os.PathLike, extra: dict[str, Any]) -> None:
-        """Write this learner's state plus the loop's ``extra`` state (counters, RNGs) to ``path``."""
-        save_torch(
-            path,
-            {
-                "format": 1,
-                "algo": self.algo.name,
-                "backend": "torch",
-                "learner": self.state_dict(),
-                "extra": extra,
-            },
-        )
+    def __init__(self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seed: int) -> None:
+        super().__init__(obs_space, act_space, cfg, seed)
+        self.act_dim = int(np.prod(act_space.shape))
+        self.rng = np.random.default_rng(seed)  # exploration noise
+        self.n_updates = 0
 
-    def load(self, path: str | os.PathLike) -> dict[str, Any]:
-        """Restore from ``path``; return the loop's extra state."""
-        ckpt = load_torch(path, map_location=self.device)
-        self.load_state_dict(ckpt["learner"])
-        return ckpt["extra"]
+    def net_kwargs(self) -> dict[str, Any]:
+        net = self.cfg.network
+        return {"hidden_sizes": net.hidden_sizes, "activation": net.activation}
+
+    @staticmethod
+    def target(module: torch.nn.Module) -> torch.nn.Module:
+        """A frozen copy of ``module`` (a target network)."""
+        targ = copy.deepcopy(module)
+        for p in targ.parameters():
+            p.requires_grad_(False)
+        return targ
+
+    @torch.no_grad()
+    def polyak_update(self, pairs: Iterable[tuple[torch.nn.Module, torch.nn.Module]]) -> None:
+        """targ <- polyak * targ + (1 - polyak) * main, for every (main, target) pair, in place."""
+        mains, targs = [], []
+        for main, targ in pairs:
+            mains += list(main.parameters())
+            targs += list(targ.parameters())
+        torch._foreach_mul_(targs, self.algo.polyak)
+        torch._foreach_add_(targs, mains, alpha=1 - self.algo.polyak)
+
+    @staticmethod
+    def frozen(params: list[torch.nn.Parameter], frozen: bool) -> None:
+        """Switch gradients of ``params`` off (True) or on again (False)."""
+        for p in params:
+            p.requires_grad_(not frozen)
+
+    def step_optimizer(
+        self, opt: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.Tensor]
+    ) -> None:
+        """zero_grad, backward, average gradients over ranks, step."""
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        avg_grads(params)
+        opt.step()
+
+    def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        return {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"n_updates": self.n_updates, "np_rng": self.rng.bit_generator.state}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.n_updates = int(state["n_updates"])
+        self.rng.bit_generator.state = state["np_rng"]
+
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        raise NotImplementedError
+
+    def explore(self, obs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        raise NotImplementedError

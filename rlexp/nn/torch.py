@@ -110,3 +110,63 @@ class ActorCritic(nn.Module):
         if not deterministic:
             return pi.sample()
         return pi.probs.argmax(-1) if isinstance(pi, Categorical) else pi.mean
+
+
+# --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.
+LOG_STD_MAX, LOG_STD_MIN = 2.0, -20.0
+
+
+class DeterministicActor(nn.Module):
+    """mu(s) in [-1, 1]^n: an MLP with a tanh output (DDPG, TD3)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.pi = mlp([obs_dim, *hidden_sizes, act_dim], activation, nn.Tanh)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.pi(obs)
+
+
+class QFunction(nn.Module):
+    """Q(s, a) from an MLP over the concatenated observation and action."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.q = mlp([obs_dim + act_dim, *hidden_sizes, 1], activation)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs, act], dim=-1)).squeeze(-1)
+
+
+class SquashedGaussianActor(nn.Module):
+    """SAC's policy: u ~ N(mu(s), sigma(s)), a = tanh(u), with the tanh log-prob correction.
+
+    log sigma is clamped to [LOG_STD_MIN, LOG_STD_MAX] (Spinning Up's -20, 2).
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.net = mlp([obs_dim, *hidden_sizes], activation, ACTIVATIONS[activation])
+        self.mu_layer = nn.Linear(hidden_sizes[-1], act_dim)
+        self.log_std_layer = nn.Linear(hidden_sizes[-1], act_dim)
+
+    def forward(
+        self,
+        obs: torch.Tensor,
+        deterministic: bool = False,
+        with_logprob: bool = True,
+        noise: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(action in [-1, 1], log pi(action | obs) or None). ``noise``: the standard normal draw to use."""
+        h = self.net(obs)
+        mu = self.mu_layer(h)
+        std = torch.exp(torch.clamp(self.log_std_layer(h), LOG_STD_MIN, LOG_STD_MAX))
+        if deterministic:
+            u = mu
+        else:
+            u = mu + std * (torch.randn_like(mu) if noise is None else noise)
+        logp = None
+        if with_logprob:
+            logp = Normal(mu, std).log_prob(u).sum(-1)
+            logp = logp - (2 * (np.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
+        return torch.tanh(u), logp

@@ -1,0 +1,1 @@
+"""DDPG: one learner per backend."""

@@ -1,0 +1,1 @@
+"""SAC: one learner per backend."""

@@ -1,0 +1,109 @@
+"""SAC in PyTorch (Spinning Up's sac_pytorch update, plus optional automatic entropy tuning).
+
+Per gradient step: ``a' ~ pi(.|s')`` from the current policy; target ``y = r + gamma (1 - d)
+(min_i Q_targ_i(s', a') - alpha log pi(a'|s'))``; one Adam step on ``MSE(Q1, y) + MSE(Q2, y)``; one
+policy step on ``mean(alpha log pi(a~|s) - min_i Q_i(s, a~))`` with reparameterised ``a~`` and the
+critics frozen; with ``autotune_alpha`` one step on ``-mean(log alpha (log pi(a~|s) + target_entropy))``;
+then the polyak update.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from rlexp.algos.torch_common import OffPolicyTorchLearner
+from rlexp.comm.torch import avg_grads
+from rlexp.config import RLExpConfig
+from rlexp.nn.torch import QFunction, SquashedGaussianActor
+
+
+class SACLearner(OffPolicyTorchLearner):
+    """SAC update; see ``conf/algo/sac.yaml`` for the hyperparameters."""
+
+    def __init__(self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seed: int) -> None:
+        super().__init__(obs_space, act_space, cfg, seed)
+        kw = self.net_kwargs()
+        self.pi = SquashedGaussianActor(self.obs_dim, self.act_dim, **kw).to(self.device)
+        self.q1 = QFunction(self.obs_dim, self.act_dim, **kw).to(self.device)
+        self.q2 = QFunction(self.obs_dim, self.act_dim, **kw).to(self.device)
+        self.sync(self.pi, self.q1, self.q2)
+        self.q1_targ, self.q2_targ = self.target(self.q1), self.target(self.q2)
+        self.q_params = [*self.q1.parameters(), *self.q2.parameters()]
+        lr = self.algo.lr
+        self.pi_optimizer = torch.optim.Adam(self.pi.parameters(), lr=lr)
+        self.q_optimizer = torch.optim.Adam(self.q_params, lr=lr)
+        self.log_alpha = torch.tensor(
+            float(np.log(max(self.algo.alpha, 1e-30))),
+            device=self.device,
+            requires_grad=self.algo.autotune_alpha,
+        )
+        te = self.algo.target_entropy
+        self.target_entropy = -float(self.act_dim) if te is None else te
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=lr) if self.algo.autotune_alpha else None
+
+    @property
+    def alpha(self) -> float:
+        return self.algo.alpha if self.alpha_optimizer is None else float(self.log_alpha.detach().exp())
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"pi": self.pi, "q1": self.q1, "q2": self.q2, "q1_targ": self.q1_targ, "q2_targ": self.q2_targ}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        opts = {"pi": self.pi_optimizer, "q": self.q_optimizer}
+        return opts if self.alpha_optimizer is None else {**opts, "alpha": self.alpha_optimizer}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {**super().extra_state(), "log_alpha": self.log_alpha.detach().cpu()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """tanh(mu(obs)) when deterministic, else a sample of the squashed Gaussian; in [-1, 1]."""
+        a, _ = self.pi(self._obs(obs), deterministic=deterministic, with_logprob=False)
+        return a.cpu().numpy()
+
+    def explore(self, obs: np.ndarray) -> np.ndarray:
+        return self.act(obs, deterministic=False)
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        d = self.tensors(batch)
+        alpha, gamma = self.alpha, self.algo.gamma
+        q1, q2 = self.q1(d["obs"], d["act"]), self.q2(d["obs"], d["act"])
+        with torch.no_grad():
+            a2, logp_a2 = self.pi(d["obs2"])
+            q_targ = torch.min(self.q1_targ(d["obs2"], a2), self.q2_targ(d["obs2"], a2))
+            backup = d["rew"] + gamma * (1 - d["done"]) * (q_targ - alpha * logp_a2)
+        loss_q = ((q1 - backup) ** 2).mean() + ((q2 - backup) ** 2).mean()
+        self.step_optimizer(self.q_optimizer, loss_q, self.q_params)
+
+        self.frozen(self.q_params, True)
+        a, logp = self.pi(d["obs"])
+        loss_pi = (alpha * logp - torch.min(self.q1(d["obs"], a), self.q2(d["obs"], a))).mean()
+        self.step_optimizer(self.pi_optimizer, loss_pi, list(self.pi.parameters()))
+        self.frozen(self.q_params, False)
+
+        stats: dict[str, Any] = {
+            "LossQ": loss_q.item(),
+            "Q1Vals": q1.detach().cpu().numpy(),
+            "Q2Vals": q2.detach().cpu().numpy(),
+            "LogPi": logp.detach().cpu().numpy(),
+            "LossPi": loss_pi.item(),
+        }
+        if self.alpha_optimizer is not None:
+            loss_alpha = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_optimizer.zero_grad(set_to_none=False)
+            loss_alpha.backward()
+            avg_grads([self.log_alpha])
+            self.alpha_optimizer.step()
+            stats.update(Alpha=alpha, LossAlpha=loss_alpha.item())
+        self.polyak_update([(self.q1, self.q1_targ), (self.q2, self.q2_targ)])
+        self.n_updates += 1
+        return stats

@@ -1,0 +1,1 @@
+"""TD3: one learner per backend."""

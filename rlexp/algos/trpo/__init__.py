@@ -1,0 +1,1 @@
+"""TRPO: one learner per backend."""

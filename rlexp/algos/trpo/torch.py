@@ -1,0 +1,123 @@
+"""TRPO and natural policy gradient in PyTorch (Spinning Up had TRPO only in TF1).
+
+Per epoch: the surrogate ``L = -mean(r * A)`` with ``r = pi(a|s) / pi_old(a|s)``, its gradient g,
+and Fisher-vector products ``Hv`` from the Hessian of the mean KL(pi_old || pi) plus ``damping * v``
+(both averaged over ranks). Conjugate gradient solves ``H x = g``; the full step is
+``alpha * x`` with ``alpha = sqrt(2 delta / x^T H x)``. ``variant=trpo`` backtracks on
+``backtrack_coeff**j`` until KL <= delta and L improved, else keeps the old parameters;
+``variant=npg`` takes the full step. Then ``train_v_iters`` value steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch.distributions import Categorical, Distribution, Normal, kl_divergence
+
+from rlexp import comm
+from rlexp.algos.torch_common import OnPolicyTorchLearner
+from rlexp.config import RLExpConfig
+
+EPS = 1e-8
+
+
+def conjugate_gradient(
+    Ax: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, iters: int
+) -> torch.Tensor:
+    """Approximately solve ``A x = b`` for symmetric positive-definite A given as a product function."""
+    x = torch.zeros_like(b)
+    r, p = b.clone(), b.clone()
+    r_dot = r @ r
+    for _ in range(iters):
+        z = Ax(p)
+        alpha = r_dot / (p @ z + EPS)
+        x += alpha * p
+        r -= alpha * z
+        r_dot_new = r @ r
+        p = r + (r_dot_new / r_dot) * p
+        r_dot = r_dot_new
+    return x
+
+
+def _detached(pi: Distribution) -> Distribution:
+    if isinstance(pi, Categorical):
+        return Categorical(logits=pi.logits.detach())
+    return Normal(pi.mean.detach(), pi.stddev.detach())
+
+
+class TRPOLearner(OnPolicyTorchLearner):
+    """TRPO / NPG update; see ``conf/algo/trpo.yaml`` for the hyperparameters."""
+
+    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
+        super().__init__(obs_space, act_space, cfg, seed)
+        self.params = list(self.ac.pi.parameters())
+
+    def _flat_grad(self, y: torch.Tensor, create_graph: bool = False) -> torch.Tensor:
+        grads = torch.autograd.grad(y, self.params, create_graph=create_graph)
+        return torch.cat([g.reshape(-1) for g in grads])
+
+    def _mpi_avg(self, x: torch.Tensor) -> torch.Tensor:
+        if comm.num_procs() == 1:
+            return x
+        return torch.as_tensor(comm.mpi_avg(x.detach().cpu().numpy()), dtype=x.dtype, device=x.device)
+
+    def _kl(self, obs: torch.Tensor, old: Distribution) -> torch.Tensor:
+        kl = kl_divergence(old, self.ac.pi.distribution(obs))
+        return (kl if isinstance(old, Categorical) else kl.sum(-1)).mean()
+
+    def _surrogate(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
+        _, logp = self.ac.pi(data["obs"], data["act"])
+        return -(torch.exp(logp - data["logp"]) * data["adv"]).mean()
+
+    def _set_flat(self, flat: torch.Tensor) -> None:
+        torch.nn.utils.vector_to_parameters(flat, self.params)
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        data = self.tensors(batch)
+        obs, algo = data["obs"], self.algo
+        with torch.no_grad():
+            old = _detached(self.ac.pi.distribution(obs))
+        loss_old = self._surrogate(data)
+        g = self._mpi_avg(self._flat_grad(loss_old))
+        loss_old = comm.mpi_avg(loss_old.item())
+
+        def hvp(v: torch.Tensor) -> torch.Tensor:
+            grad_kl = self._flat_grad(self._kl(obs, old), create_graph=True)
+            return self._mpi_avg(self._flat_grad(grad_kl @ v)) + algo.damping_coeff * v
+
+        x = conjugate_gradient(hvp, g, algo.cg_iters)
+        alpha = torch.sqrt(2 * algo.delta / (x @ hvp(x) + EPS))
+        old_params = torch.nn.utils.parameters_to_vector(self.params).detach().clone()
+
+        def set_and_eval(step: float) -> tuple[float, float]:
+            self._set_flat(old_params - step * alpha * x)
+            with torch.no_grad():
+                return comm.mpi_avg(self._kl(obs, old).item()), comm.mpi_avg(self._surrogate(data).item())
+
+        if algo.variant == "npg":
+            kl, loss_new = set_and_eval(1.0)
+            backtrack = 0
+        else:
+            for backtrack in range(algo.backtrack_iters):
+                kl, loss_new = set_and_eval(algo.backtrack_coeff**backtrack)
+                if kl <= algo.delta and loss_new <= loss_old:
+                    break
+            else:
+                backtrack = algo.backtrack_iters  # no step size passed: keep the old policy
+                self._set_flat(old_params)
+                kl, loss_new = 0.0, loss_old
+                if comm.proc_id() == 0:
+                    print("Line search failed! Keeping old params.", flush=True)
+        v_old, v_new = self.update_v(data)
+        stats = {
+            "LossPi": loss_old,
+            "LossV": v_old,
+            "DeltaLossPi": loss_new - loss_old,
+            "DeltaLossV": v_new - v_old,
+            "KL": kl,
+        }
+        return stats if algo.variant == "npg" else {**stats, "BacktrackIters": backtrack}

@@ -1,0 +1,1 @@
+"""VPG: one learner per backend."""

@@ -1,0 +1,192 @@
+"""The math of each PyTorch learner on small batches, in-process (no CLI)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from rlexp.algos import ALGOS
+from rlexp.envs import ActionScaler
+from rlexp.nn.torch import SquashedGaussianActor
+
+from .conftest import composed
+
+OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
+BOX = spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+DISCRETE = spaces.Discrete(3)
+
+
+def learner(algo: str, act_space: spaces.Space = BOX, *overrides: str):
+    cfg = composed(f"algo={algo}", "network.hidden_sizes=[16,16]", *overrides)
+    return ALGOS[algo].learner_class("torch")(OBS, act_space, cfg, seed=0)
+
+
+def on_policy_batch(lrn, n: int = 64) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+    steps = [lrn.step(o) for o in obs]
+    return {
+        "obs": obs,
+        "act": np.array([s[0] for s in steps]),
+        "logp": np.array([s[2] for s in steps], np.float32),
+        "adv": rng.normal(size=n).astype(np.float32),
+        "ret": rng.normal(size=n).astype(np.float32),
+        "val": np.array([s[1] for s in steps], np.float32),
+    }
+
+
+def off_policy_batch(n: int = 32) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {
+        "obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+        "obs2": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+        "act": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+        "rew": rng.normal(size=n).astype(np.float32),
+        "done": (rng.uniform(size=n) < 0.2).astype(np.float32),
+    }
+
+
+def flat(module: torch.nn.Module) -> torch.Tensor:
+    return torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
+
+
+@pytest.mark.parametrize("algo", ["vpg", "trpo", "ppo"])
+@pytest.mark.parametrize("space", [BOX, DISCRETE], ids=["box", "discrete"])
+def test_on_policy_update_changes_policy_and_reports_its_keys(algo, space):
+    lrn = learner(algo, space)
+    before = flat(lrn.ac.pi)
+    stats = lrn.update(on_policy_batch(lrn))
+    assert not torch.equal(before, flat(lrn.ac.pi))
+    keys = [k for k, _ in ALGOS[algo].stats(lrn.algo)]
+    assert set(stats) == set(keys)
+    assert stats["DeltaLossV"] < 0  # 80 value steps on a fixed batch lower its loss
+    if algo != "trpo":
+        assert stats["KL"] != 0.0  # Spinning Up's PyTorch VPG always logged 0 here
+
+
+def test_trpo_step_stays_in_the_trust_region():
+    lrn = learner("trpo")
+    stats = lrn.update(on_policy_batch(lrn))
+    assert 0 <= stats["BacktrackIters"] < lrn.algo.backtrack_iters
+    assert 0 < stats["KL"] <= lrn.algo.delta and stats["DeltaLossPi"] <= 0
+
+
+def test_trpo_failed_line_search_keeps_the_old_policy(capsys):
+    lrn = learner("trpo")
+    batch = on_policy_batch(lrn)
+    before = flat(lrn.ac.pi)
+    real = lrn._surrogate
+    calls = []
+
+    def never_better(data):  # the first call (the old loss) is real; every try afterwards looks worse
+        calls.append(1)
+        return real(data) if len(calls) == 1 else real(data) + 1e6
+
+    lrn._surrogate = never_better
+    stats = lrn.update(batch)
+    assert torch.equal(before, flat(lrn.ac.pi))
+    assert stats["BacktrackIters"] == lrn.algo.backtrack_iters and stats["KL"] == 0.0
+    assert "Line search failed! Keeping old params." in capsys.readouterr().out
+
+
+def test_npg_takes_the_full_step_without_line_search():
+    lrn = learner("trpo", BOX, "algo.variant=npg")
+    stats = lrn.update(on_policy_batch(lrn))
+    assert "BacktrackIters" not in stats and stats["KL"] > 0
+
+
+def test_conjugate_gradient_solves_spd_system():
+    from rlexp.algos.trpo.torch import conjugate_gradient
+
+    g = torch.Generator().manual_seed(0)
+    m = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    a = m @ m.T + 6 * torch.eye(6, dtype=torch.float64)
+    b = torch.randn(6, generator=g, dtype=torch.float64)
+    x = conjugate_gradient(lambda v: a @ v, b, iters=12)
+    torch.testing.assert_close(a @ x, b, atol=1e-6, rtol=1e-6)
+
+
+def test_ppo_stops_early_when_kl_exceeds_the_target():
+    lrn = learner("ppo", BOX, "algo.target_kl=1e-7")
+    stats = lrn.update(on_policy_batch(lrn))
+    assert stats["StopIter"] == 1  # step 0 starts at KL 0; after one step KL > 1.5 * target_kl
+    lrn = learner("ppo", BOX, "algo.target_kl=100")
+    assert lrn.update(on_policy_batch(lrn))["StopIter"] == lrn.algo.train_pi_iters - 1
+
+
+def test_polyak_update_of_targets():
+    lrn = learner("ddpg")
+    targ_before, polyak = flat(lrn.q_targs[0]), lrn.algo.polyak
+    lrn.update(off_policy_batch())
+    expected = polyak * targ_before + (1 - polyak) * flat(lrn.qs[0])
+    torch.testing.assert_close(flat(lrn.q_targs[0]), expected)
+    assert all(not p.requires_grad for p in lrn.q_targs[0].parameters())
+
+
+def test_td3_updates_policy_every_policy_delay_steps():
+    lrn = learner("td3")
+    pi_before = flat(lrn.pi)
+    first, second = lrn.update(off_policy_batch()), lrn.update(off_policy_batch())
+    assert "LossPi" in first and "LossPi" not in second
+    third = lrn.update(off_policy_batch())
+    assert "LossPi" in third and not torch.equal(pi_before, flat(lrn.pi))
+    assert first["Q1Vals"].shape == (32,) and lrn.n_updates == 3
+
+
+@pytest.mark.parametrize("autotune", [False, True])
+def test_sac_update_and_entropy_tuning(autotune):
+    lrn = learner("sac", BOX, f"algo.autotune_alpha={autotune}")
+    stats = lrn.update(off_policy_batch())
+    keys = {k for k, _ in ALGOS["sac"].stats(lrn.algo)}
+    assert set(stats) == keys
+    assert lrn.target_entropy == -2.0
+    assert (lrn.alpha != 0.2) == autotune
+    assert all(p.requires_grad for p in lrn.q_params)  # unfrozen again after the policy step
+
+
+def test_squashed_gaussian_log_prob_has_the_tanh_correction():
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(3, 2, [8], "relu")
+    obs = torch.randn(5, 3)
+    noise = torch.randn(5, 2)
+    a, logp = actor(obs, noise=noise)
+    h = actor.net(obs)
+    mu, std = actor.mu_layer(h), torch.exp(torch.clamp(actor.log_std_layer(h), -20, 2))
+    u = mu + std * noise
+    direct = torch.distributions.Normal(mu, std).log_prob(u).sum(-1) - torch.log(1 - torch.tanh(u) ** 2).sum(
+        -1
+    )
+    torch.testing.assert_close(logp, direct, rtol=1e-4, atol=1e-4)
+    assert torch.all(a.abs() <= 1)
+
+
+def test_action_scaler_respects_asymmetric_bounds():
+    scaler = ActionScaler(BOX)
+    np.testing.assert_allclose(scaler.to_env(np.array([-1.0, -1.0])), [-2.0, 0.0])
+    np.testing.assert_allclose(scaler.to_env(np.array([1.0, 1.0])), [2.0, 1.0])
+    np.testing.assert_allclose(scaler.to_env(np.array([0.0, 0.0])), [0.0, 0.5])
+    a = np.array([1.3, 0.25], np.float32)
+    np.testing.assert_allclose(scaler.to_env(scaler.normalize(a)), a, rtol=1e-6)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "ddpg", "td3", "sac"])
+def test_checkpoint_round_trip_restores_every_network_and_optimizer(tmp_path, algo):
+    lrn = learner(algo)
+    if algo == "ppo":
+        lrn.update(on_policy_batch(lrn))
+    else:
+        lrn.update(off_policy_batch())
+        lrn.update(off_policy_batch())
+    lrn.save(tmp_path / "c.pt", {"epoch": 1, "replay": {"obs": np.ones((2, 3), np.float32)}})
+    fresh = learner(algo, BOX, "seed=5")
+    loop = fresh.load(tmp_path / "c.pt")
+    assert loop["epoch"] == 1 and loop["replay"]["obs"].shape == (2, 3)
+    for name, module in lrn.modules().items():
+        assert torch.equal(flat(module), flat(fresh.modules()[name])), name
+    for name, opt in lrn.optimizers().items():
+        a, b = opt.state_dict()["state"], fresh.optimizers()[name].state_dict()["state"]
+        assert all(torch.equal(a[i]["exp_avg"], b[i]["exp_avg"]) for i in a), name
+    if algo != "ppo":
+        assert fresh.n_updates == lrn.n_updates
