@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: install run test test-fast lint format bench clean
+.PHONY: install run test test-fast lint format bench bench-backends clean
 
 install: $(STAMP)
 
@@ -40,3 +40,6 @@ clean:
 
 bench: install
 	$(BIN)/python benchmarks/bench_core.py $(ARGS)
+
+bench-backends: install
+	$(BIN)/python benchmarks/bench_backends.py $(ARGS)

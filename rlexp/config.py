@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlexp.errors import ConfigError, check
 
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu", "sigmoid", "identity")
-BACKENDS = ("torch", "tf")
+BACKEND_SCHEMAS: dict[str, type] = {}  # filled below the classes: name -> schema
 
 
 @dataclass
@@ -58,7 +58,7 @@ class NetworkConfig:
 
 @dataclass
 class BackendConfig:
-    """Deep-learning library and its resources (``conf/backend/``)."""
+    """Deep-learning library and its resources (``conf/backend/``); one subclass per library."""
 
     name: str = MISSING
     device: str = MISSING
@@ -72,10 +72,6 @@ class BackendConfig:
 
     def validate(self) -> None:
         check(
-            self.name in BACKENDS,
-            f"backend.name={self.name!r} is unknown; choose one of: {', '.join(BACKENDS)}",
-        )
-        check(
             self.threads is None or self.threads >= 1,
             f"backend.threads={self.threads} is out of range; use an integer >= 1 or null",
         )
@@ -84,6 +80,22 @@ class BackendConfig:
             dev in ("cpu", "cuda", "auto") or (dev.startswith("cuda:") and dev[5:].isdigit()),
             f"backend.device={dev!r} is unknown; use cpu, cuda, cuda:N or auto",
         )
+
+
+@dataclass
+class TorchBackendConfig(BackendConfig):
+    """PyTorch (``conf/backend/torch.yaml``)."""
+
+
+@dataclass
+class TFBackendConfig(BackendConfig):
+    """TensorFlow 2 (``conf/backend/tf.yaml``): update steps compiled by tf.function, optionally by XLA."""
+
+    jit_compile: bool = MISSING
+    quiet: bool = MISSING
+
+
+BACKEND_SCHEMAS.update(torch=TorchBackendConfig, tf=TFBackendConfig)
 
 
 @dataclass
@@ -311,13 +323,17 @@ class RLExpConfig:
     algo: Any = MISSING
     env: EnvConfig = MISSING
     network: NetworkConfig = MISSING
-    backend: BackendConfig = MISSING
+    backend: Any = MISSING
     comm: CommConfig = MISSING
     seed: int = MISSING
     exp_name: str = MISSING
 
     def validate(self) -> None:
         check(self.seed >= 0, f"seed={self.seed} is out of range; use an integer >= 0")
+        check(
+            not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
+            "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
+        )
         self.algo.validate(self.comm.procs)
         for part in (self.env, self.network, self.backend, self.comm):
             part.validate()
@@ -331,6 +347,8 @@ def register_configs() -> None:
 
     cs = ConfigStore.instance()
     cs.store(name="rlexp_schema", node=RLExpConfig)
+    for name, schema in BACKEND_SCHEMAS.items():
+        cs.store(name=f"backend_{name}_schema", node=schema)
     for name, spec in ALGOS.items():
         cs.store(name=f"algo_{name}_schema", node=spec.schema)
 
@@ -391,10 +409,14 @@ def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
     name = container.get("algo", {}).get("name")
     if name not in ALGOS:
         raise ConfigError(f"algo.name={name!r} is unknown; choose one of: {', '.join(sorted(ALGOS))}")
+    backend = container.get("backend", {}).get("name")
+    if backend not in BACKEND_SCHEMAS:
+        raise ConfigError(f"backend.name={backend!r} is unknown; choose one of: {', '.join(BACKEND_SCHEMAS)}")
     apply_lr(container)
     try:
         schema = OmegaConf.structured(RLExpConfig)
         schema.algo = OmegaConf.structured(ALGOS[name].schema)
+        schema.backend = OmegaConf.structured(BACKEND_SCHEMAS[backend])
         merged = OmegaConf.merge(schema, container)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:

@@ -23,11 +23,12 @@ def load_policy_and_env(run_dir: Path, itr: int = -1, render: bool = False):
     from rlexp.algos import ALGOS
     from rlexp.config import load_config
     from rlexp.envs import make_env
-    from rlexp.worker import CONFIG_FILE
+    from rlexp.worker import CONFIG_FILE, prepare_backend
 
     if not (run_dir / CONFIG_FILE).is_file():
         raise RLExpError(f"{run_dir} is not an rlexp run directory (no {CONFIG_FILE})")
     cfg = load_config(OmegaConf.load(run_dir / CONFIG_FILE))
+    prepare_backend(cfg)
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
         raise RLExpError(f"{run_dir} has no checkpoint yet (checkpoints/epoch_N.pt)")

@@ -6,6 +6,7 @@ Hydra and never reads the launcher's argv, so a --multirun sweep is never re-lau
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -13,11 +14,22 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from rlexp import comm
-from rlexp.config import load_config
+from rlexp.config import RLExpConfig, load_config
 from rlexp.errors import RLExpError
 from rlexp.logger import EpochLogger
 
 CONFIG_FILE = "config.yaml"
+
+
+def prepare_backend(cfg: RLExpConfig) -> None:
+    """Environment settings a backend reads when it is first imported; a user's own settings win.
+
+    TensorFlow quiet: log level 3, and oneDNN's custom ops off, whose start-up notice ignores the
+    log level (set TF_ENABLE_ONEDNN_OPTS=1 to keep them).
+    """
+    if cfg.backend.name == "tf" and cfg.backend.quiet:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
 def run(run_dir: Path) -> None:
@@ -28,6 +40,7 @@ def run(run_dir: Path) -> None:
     if not path.is_file():
         raise RLExpError(f"{path} does not exist; is {run_dir} an rlexp run directory?")
     cfg = load_config(OmegaConf.load(path))
+    prepare_backend(cfg)
     spec = ALGOS[cfg.algo.name]
     logger = EpochLogger(run_dir, exp_name=cfg.exp_name)
     try:

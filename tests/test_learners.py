@@ -98,7 +98,7 @@ def test_npg_takes_the_full_step_without_line_search():
 
 
 def test_conjugate_gradient_solves_spd_system():
-    from rlexp.algos.trpo.torch import conjugate_gradient
+    from rlexp.algos.trpo import conjugate_gradient
 
     g = torch.Generator().manual_seed(0)
     m = torch.randn(6, 6, generator=g, dtype=torch.float64)

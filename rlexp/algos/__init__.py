@@ -58,7 +58,7 @@ class AlgoSpec:
 
 def _learners(name: str) -> dict[str, str]:
     cls = {"vpg": "VPG", "trpo": "TRPO", "ppo": "PPO", "ddpg": "DDPG", "td3": "TD3", "sac": "SAC"}[name]
-    return {"torch": f"rlexp.algos.{name}.torch:{cls}Learner"}
+    return {backend: f"rlexp.algos.{name}.{backend}:{cls}Learner" for backend in ("torch", "tf")}
 
 
 def _sac_stats(cfg: SACConfig) -> tuple[Stat, ...]:

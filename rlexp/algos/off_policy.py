@@ -84,7 +84,7 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
         if epoch % algo.save_freq == 0 or epoch == algo.epochs:
             if rank == 0:
                 learner.save(
-                    checkpoint_path(run_dir, epoch),
+                    checkpoint_path(run_dir, epoch, learner.CHECKPOINT_SUFFIX),
                     {
                         "epoch": epoch,
                         "t": t,

@@ -64,7 +64,9 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
 
         if (epoch + 1) % algo.save_freq == 0 or epoch + 1 == algo.epochs:
             if rank == 0:
-                learner.save(checkpoint_path(run_dir, epoch + 1), {"epoch": epoch + 1})
+                learner.save(
+                    checkpoint_path(run_dir, epoch + 1, learner.CHECKPOINT_SUFFIX), {"epoch": epoch + 1}
+                )
             comm.barrier()
 
         logger.log_tabular("Epoch", epoch)

@@ -43,6 +43,8 @@ class TorchLearner:
     :param seed: this rank's seed; parameters are then copied from rank 0 so all ranks start equal.
     """
 
+    CHECKPOINT_SUFFIX = ".pt"
+
     def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
         self.cfg, self.algo = cfg, cfg.algo
         self.device = setup_torch(cfg.backend, comm.num_procs())

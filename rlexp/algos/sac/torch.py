@@ -78,14 +78,14 @@ class SACLearner(OffPolicyTorchLearner):
         alpha, gamma = self.alpha, self.algo.gamma
         q1, q2 = self.q1(d["obs"], d["act"]), self.q2(d["obs"], d["act"])
         with torch.no_grad():
-            a2, logp_a2 = self.pi(d["obs2"])
+            a2, logp_a2 = self.pi(d["obs2"], noise=d.get("noise2"))  # noise: pre-drawn in parity tests
             q_targ = torch.min(self.q1_targ(d["obs2"], a2), self.q2_targ(d["obs2"], a2))
             backup = d["rew"] + gamma * (1 - d["done"]) * (q_targ - alpha * logp_a2)
         loss_q = ((q1 - backup) ** 2).mean() + ((q2 - backup) ** 2).mean()
         self.step_optimizer(self.q_optimizer, loss_q, self.q_params)
 
         self.frozen(self.q_params, True)
-        a, logp = self.pi(d["obs"])
+        a, logp = self.pi(d["obs"], noise=d.get("noise"))
         loss_pi = (alpha * logp - torch.min(self.q1(d["obs"], a), self.q2(d["obs"], a))).mean()
         self.step_optimizer(self.pi_optimizer, loss_pi, list(self.pi.parameters()))
         self.frozen(self.q_params, False)

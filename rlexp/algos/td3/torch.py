@@ -27,7 +27,10 @@ class TD3Learner(DDPGLearner):
         q1v, q2v = q1(d["obs"], d["act"]), q2(d["obs"], d["act"])
         with torch.no_grad():
             a_targ = self.pi_targ(d["obs2"])
-            eps = torch.clamp(torch.randn_like(a_targ) * algo.target_noise, -algo.noise_clip, algo.noise_clip)
+            noise = (
+                d["target_noise"] if "target_noise" in d else torch.randn_like(a_targ)
+            )  # pre-drawn in parity tests
+            eps = torch.clamp(noise * algo.target_noise, -algo.noise_clip, algo.noise_clip)
             a2 = torch.clamp(a_targ + eps, -1.0, 1.0)
             backup = d["rew"] + algo.gamma * (1 - d["done"]) * torch.min(
                 q1_targ(d["obs2"], a2), q2_targ(d["obs2"], a2)

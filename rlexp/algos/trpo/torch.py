@@ -10,7 +10,6 @@ and Fisher-vector products ``Hv`` from the Hessian of the mean KL(pi_old || pi) 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,27 +19,8 @@ from torch.distributions import Categorical, Distribution, Normal, kl_divergence
 
 from rlexp import comm
 from rlexp.algos.torch_common import OnPolicyTorchLearner
+from rlexp.algos.trpo import EPS, conjugate_gradient
 from rlexp.config import RLExpConfig
-
-EPS = 1e-8
-
-
-def conjugate_gradient(
-    Ax: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, iters: int
-) -> torch.Tensor:
-    """Approximately solve ``A x = b`` for symmetric positive-definite A given as a product function."""
-    x = torch.zeros_like(b)
-    r, p = b.clone(), b.clone()
-    r_dot = r @ r
-    for _ in range(iters):
-        z = Ax(p)
-        alpha = r_dot / (p @ z + EPS)
-        x += alpha * p
-        r -= alpha * z
-        r_dot_new = r @ r
-        p = r + (r_dot_new / r_dot) * p
-        r_dot = r_dot_new
-    return x
 
 
 def _detached(pi: Distribution) -> Distribution:

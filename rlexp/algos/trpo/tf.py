@@ -1,0 +1,105 @@
+"""TRPO and natural policy gradient in TensorFlow 2: the same update as rlexp/algos/trpo/torch.py.
+
+Gradients and Fisher-vector products are computed by compiled functions (the Hessian-vector
+product with nested gradient tapes), averaged over ranks, and the conjugate gradient and line
+search run on flat numpy vectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from gymnasium import spaces
+
+from rlexp import comm
+from rlexp.algos.tf_common import OnPolicyTFLearner
+from rlexp.algos.trpo import EPS, conjugate_gradient
+from rlexp.config import RLExpConfig
+
+
+def _flat(tensors: list[tf.Tensor]) -> tf.Tensor:
+    return tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
+
+
+class TRPOLearner(OnPolicyTFLearner):
+    """TRPO / NPG update; see ``conf/algo/trpo.yaml`` for the hyperparameters."""
+
+    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
+        super().__init__(obs_space, act_space, cfg, seed)
+        self.params = self.ac.pi_params
+        self._dist = self.function(self.ac.dist)
+        self._surrogate = self.function(self.surrogate)
+        self._grad = self.function(self._grad_graph)
+        self._hvp = self.function(self._hvp_graph)
+        self._kl = self.function(self.kl)
+
+    def surrogate(self, d: dict[str, tf.Tensor]) -> tf.Tensor:
+        logp = self.ac.logp(self.ac.dist(d["obs"]), d["act"])
+        return -tf.reduce_mean(tf.exp(logp - d["logp"]) * d["adv"])
+
+    def kl(self, obs: tf.Tensor, old: tuple[tf.Tensor, tf.Tensor | None]) -> tf.Tensor:
+        return tf.reduce_mean(self.ac.kl(old, self.ac.dist(obs)))
+
+    def _grad_graph(self, d: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            loss = self.surrogate(d)
+        return loss, _flat(tape.gradient(loss, self.params))
+
+    def _hvp_graph(self, obs: tf.Tensor, old: tuple[tf.Tensor, tf.Tensor | None], v: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                kl = self.kl(obs, old)
+            grad_kl_v = tf.reduce_sum(_flat(inner.gradient(kl, self.params)) * v)
+        return _flat(outer.gradient(grad_kl_v, self.params))
+
+    def _set_flat(self, flat: np.ndarray) -> None:
+        offset = 0
+        for p in self.params:
+            n = int(np.prod(p.shape))
+            p.assign(flat[offset : offset + n].reshape(p.shape))
+            offset += n
+
+    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        d = self.tensors(batch)
+        obs, algo = d["obs"], self.algo
+        old = self._dist(obs)
+        loss_old, g = self._grad(d)
+        loss_old, g = comm.mpi_avg(float(loss_old)), np.asarray(comm.mpi_avg(g.numpy()), dtype=np.float32)
+
+        def hvp(v: np.ndarray) -> np.ndarray:
+            hv = np.asarray(comm.mpi_avg(self._hvp(obs, old, tf.constant(v, tf.float32)).numpy()), np.float32)
+            return hv + np.float32(algo.damping_coeff) * v
+
+        x = conjugate_gradient(hvp, g, algo.cg_iters)
+        alpha = np.sqrt(2 * algo.delta / (x @ hvp(x) + EPS)).astype(np.float32)
+        old_params = _flat(self.params).numpy()
+
+        def set_and_eval(step: float) -> tuple[float, float]:
+            self._set_flat(old_params - np.float32(step) * alpha * x)
+            return comm.mpi_avg(float(self._kl(obs, old))), comm.mpi_avg(float(self._surrogate(d)))
+
+        if algo.variant == "npg":
+            kl, loss_new = set_and_eval(1.0)
+            backtrack = 0
+        else:
+            for backtrack in range(algo.backtrack_iters):
+                kl, loss_new = set_and_eval(algo.backtrack_coeff**backtrack)
+                if kl <= algo.delta and loss_new <= loss_old:
+                    break
+            else:
+                backtrack = algo.backtrack_iters  # no step size passed: keep the old policy
+                self._set_flat(old_params)
+                kl, loss_new = 0.0, loss_old
+                if comm.proc_id() == 0:
+                    print("Line search failed! Keeping old params.", flush=True)
+        v_old, v_new = self.update_v(d)
+        stats = {
+            "LossPi": loss_old,
+            "LossV": v_old,
+            "DeltaLossPi": loss_new - loss_old,
+            "DeltaLossV": v_new - v_old,
+            "KL": kl,
+        }
+        return stats if algo.variant == "npg" else {**stats, "BacktrackIters": backtrack}

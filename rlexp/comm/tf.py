@@ -1,0 +1,48 @@
+"""TensorFlow over MPI: identical variables on every rank, gradients averaged in ONE flat allreduce
+(the role of Spinning Up's MpiAdamOptimizer and sync_all_params)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from rlexp.comm import allreduce_, broadcast_, num_procs
+
+
+def sync_variables(variables: Sequence[tf.Variable]) -> None:
+    """Copy rank 0's values of ``variables`` to every rank (one broadcast)."""
+    if num_procs() == 1:
+        return
+    flat = broadcast_(np.concatenate([v.numpy().reshape(-1) for v in variables]).astype(np.float32))
+    offset = 0
+    for v in variables:
+        n = int(np.prod(v.shape))
+        v.assign(flat[offset : offset + n].reshape(v.shape))
+        offset += n
+
+
+def _allreduce_mean(flat: np.ndarray) -> np.ndarray:
+    out = np.array(flat, dtype=np.float32)
+    allreduce_(out)
+    return out / np.float32(num_procs())
+
+
+def avg_grads(grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    """The gradients averaged over ranks, all concatenated into one allreduce.
+
+    Usable inside ``tf.function`` (through ``tf.numpy_function``; not inside XLA). With one rank it
+    returns ``grads`` untouched and adds nothing to the graph.
+    """
+    grads = list(grads)
+    if num_procs() == 1:
+        return grads
+    flat = tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)
+    flat = tf.numpy_function(_allreduce_mean, [flat], tf.float32, stateful=True)
+    out, offset = [], 0
+    for g in grads:
+        n = int(np.prod(g.shape))
+        out.append(tf.reshape(flat[offset : offset + n], g.shape))
+        offset += n
+    return out
