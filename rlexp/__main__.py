@@ -24,7 +24,7 @@ from hydra.errors import (
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from rlexp.config import _explain, register_configs
+from rlexp.config import explain_error, register_configs
 from rlexp.errors import RLExpError
 from rlexp.launch import launch
 
@@ -67,11 +67,11 @@ def user_message(exc: BaseException) -> str | None:
     ):
         return _unknown_key(cause)
     if isinstance(exc, ConfigCompositionException) and isinstance(cause, OmegaConfBaseException):
-        return _explain(cause)
+        return explain_error(cause)
     if isinstance(exc, HydraException):
         return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     if isinstance(exc, OmegaConfBaseException):
-        return _explain(exc)
+        return explain_error(exc)
     return None
 
 

@@ -368,7 +368,7 @@ def apply_lr(container: dict[str, Any]) -> None:
             algo[key] = algo["lr"]
 
 
-def _explain(exc: Exception) -> str:
+def explain_error(exc: Exception) -> str:
     """One line for an OmegaConf validation error (wrong type, missing or unknown key)."""
     key = getattr(exc, "full_key", None)
     msg = str(getattr(exc, "msg", exc)).strip().splitlines()[0]
@@ -404,7 +404,7 @@ def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
     try:
         container = OmegaConf.to_container(raw_cfg, resolve=True)
     except OmegaConfBaseException as exc:
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(explain_error(exc)) from None
     assert isinstance(container, dict)
     name = container.get("algo", {}).get("name")
     if name not in ALGOS:
@@ -420,7 +420,7 @@ def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
         merged = OmegaConf.merge(schema, container)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(explain_error(exc)) from None
     assert isinstance(cfg, RLExpConfig)
     cfg.validate()
     return cfg

@@ -15,7 +15,7 @@ from gymnasium import spaces
 
 from rlexp import comm
 from rlexp.algos.tf_common import OnPolicyTFLearner
-from rlexp.algos.trpo import EPS, conjugate_gradient
+from rlexp.algos.trpo import EPS, conjugate_gradient, line_search
 from rlexp.config import RLExpConfig
 
 
@@ -80,20 +80,9 @@ class TRPOLearner(OnPolicyTFLearner):
             self._set_flat(old_params - np.float32(step) * alpha * x)
             return comm.mpi_avg(float(self._kl(obs, old))), comm.mpi_avg(float(self._surrogate(d)))
 
-        if algo.variant == "npg":
-            kl, loss_new = set_and_eval(1.0)
-            backtrack = 0
-        else:
-            for backtrack in range(algo.backtrack_iters):
-                kl, loss_new = set_and_eval(algo.backtrack_coeff**backtrack)
-                if kl <= algo.delta and loss_new <= loss_old:
-                    break
-            else:
-                backtrack = algo.backtrack_iters  # no step size passed: keep the old policy
-                self._set_flat(old_params)
-                kl, loss_new = 0.0, loss_old
-                if comm.proc_id() == 0:
-                    print("Line search failed! Keeping old params.", flush=True)
+        kl, loss_new, backtrack = line_search(
+            set_and_eval, lambda: self._set_flat(old_params), loss_old, algo
+        )
         v_old, v_new = self.update_v(d)
         stats = {
             "LossPi": loss_old,
