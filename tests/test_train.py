@@ -15,6 +15,7 @@ import torch
 from rlexp.checkpoint import list_checkpoints
 
 from .conftest import ROOT, run_cli, train
+from .test_algos import COLUMNS
 
 SMALL = ["algo.epochs=3", "algo.steps_per_epoch=600", "algo.train_pi_iters=10", "algo.train_v_iters=10"]
 
@@ -30,28 +31,7 @@ def test_default_run_learns_cartpole(tmp_path):
 
 def test_progress_columns_are_spinning_ups_ppo_keys(tmp_path):
     df = train(tmp_path / "run", *SMALL)
-    assert list(df.columns) == [
-        "Epoch",
-        "AverageEpRet",
-        "StdEpRet",
-        "MaxEpRet",
-        "MinEpRet",
-        "EpLen",
-        "AverageVVals",
-        "StdVVals",
-        "MaxVVals",
-        "MinVVals",
-        "TotalEnvInteracts",
-        "LossPi",
-        "LossV",
-        "DeltaLossPi",
-        "DeltaLossV",
-        "Entropy",
-        "KL",
-        "ClipFrac",
-        "StopIter",
-        "Time",
-    ]
+    assert list(df.columns) == COLUMNS["ppo"]  # Spinning Up's PPO keys, listed in test_algos
     assert df["Epoch"].tolist() == [0, 1, 2] and df["TotalEnvInteracts"].tolist() == [600, 1200, 1800]
     assert (df["StopIter"] <= 79).all() and (df["KL"].abs() < 0.1).all()
 
