@@ -20,7 +20,6 @@ from omegaconf.errors import OmegaConfBaseException
 from rlexp.errors import ConfigError, check
 
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu", "sigmoid", "identity")
-BACKEND_SCHEMAS: dict[str, type] = {}  # filled below the classes: name -> schema
 
 
 @dataclass
@@ -95,7 +94,8 @@ class TFBackendConfig(BackendConfig):
     quiet: bool = MISSING
 
 
-BACKEND_SCHEMAS.update(torch=TorchBackendConfig, tf=TFBackendConfig)
+# backend.name -> its schema
+BACKEND_SCHEMAS: dict[str, type[BackendConfig]] = {"torch": TorchBackendConfig, "tf": TFBackendConfig}
 
 
 @dataclass

@@ -62,12 +62,6 @@ def broadcast_(buf: np.ndarray, root: int = 0) -> np.ndarray:
     return buf
 
 
-def broadcast_object(obj: Any, root: int = 0) -> Any:
-    """Root's picklable object on every rank (for small control values only)."""
-    world = _world()
-    return obj if world is None else world.bcast(obj, root=root)
-
-
 def barrier() -> None:
     """Wait until every rank gets here."""
     world = _world()

@@ -192,13 +192,6 @@ class ActorCritic(Net):
             return categorical_kl(old[0], new[0])
         return gaussian_kl(old[0], old[1], new[0], new[1])
 
-    def sample(self, dist: tuple[tf.Tensor, tf.Tensor | None], gen: tf.random.Generator) -> tf.Tensor:
-        """One action per row, drawn with ``gen``."""
-        out, log_std = dist
-        if self.discrete:
-            return tf.random.stateless_categorical(out, 1, seed=gen.make_seeds(1)[:, 0])[:, 0]
-        return out + tf.exp(log_std) * gen.normal(tf.shape(out))
-
     def v(self, obs: tf.Tensor) -> tf.Tensor:
         return tf.squeeze(self.v_net(obs), -1)
 
