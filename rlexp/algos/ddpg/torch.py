@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlexp.algos.torch_common import OffPolicyTorchLearner
+from rlexp.algos.torch_common import OffPolicyTorchLearner, adam
 from rlexp.config import RLExpConfig
 from rlexp.nn.torch import DeterministicActor, QFunction
 
@@ -31,8 +31,8 @@ class DDPGLearner(OffPolicyTorchLearner):
         self.pi_targ = self.target(self.pi)
         self.q_targs = [self.target(q) for q in self.qs]
         self.q_params = [p for q in self.qs for p in q.parameters()]
-        self.pi_optimizer = torch.optim.Adam(self.pi.parameters(), lr=self.algo.pi_lr)
-        self.q_optimizer = torch.optim.Adam(self.q_params, lr=self.algo.q_lr)
+        self.pi_optimizer = adam(self.pi.parameters(), self.algo.pi_lr)
+        self.q_optimizer = adam(self.q_params, self.algo.q_lr)
 
     def _q_names(self) -> list[str]:
         return ["q"] if self.N_CRITICS == 1 else [f"q{i + 1}" for i in range(self.N_CRITICS)]

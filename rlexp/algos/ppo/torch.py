@@ -14,7 +14,7 @@ import torch
 from gymnasium import spaces
 
 from rlexp import comm
-from rlexp.algos.torch_common import OnPolicyTorchLearner
+from rlexp.algos.torch_common import OnPolicyTorchLearner, adam
 from rlexp.comm.torch import avg_grads
 from rlexp.config import RLExpConfig
 
@@ -24,7 +24,7 @@ class PPOLearner(OnPolicyTorchLearner):
 
     def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
         super().__init__(obs_space, act_space, cfg, seed)
-        self.pi_optimizer = torch.optim.Adam(self.ac.pi.parameters(), lr=self.algo.pi_lr)
+        self.pi_optimizer = adam(self.ac.pi.parameters(), self.algo.pi_lr)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "pi": self.pi_optimizer}
@@ -56,7 +56,7 @@ class PPOLearner(OnPolicyTorchLearner):
             loss_old, info_old = self.loss_pi(data)
         stop_iter = self.algo.train_pi_iters - 1
         for i in range(self.algo.train_pi_iters):
-            self.pi_optimizer.zero_grad(set_to_none=False)
+            self.pi_optimizer.zero_grad()
             loss, info = self.loss_pi(data)
             if comm.mpi_avg(info["kl"]) > 1.5 * self.algo.target_kl:
                 stop_iter = i

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlexp.algos.torch_common import OffPolicyTorchLearner
+from rlexp.algos.torch_common import OffPolicyTorchLearner, adam
 from rlexp.comm.torch import avg_grads
 from rlexp.config import RLExpConfig
 from rlexp.nn.torch import QFunction, SquashedGaussianActor
@@ -34,8 +34,8 @@ class SACLearner(OffPolicyTorchLearner):
         self.q1_targ, self.q2_targ = self.target(self.q1), self.target(self.q2)
         self.q_params = [*self.q1.parameters(), *self.q2.parameters()]
         lr = self.algo.lr
-        self.pi_optimizer = torch.optim.Adam(self.pi.parameters(), lr=lr)
-        self.q_optimizer = torch.optim.Adam(self.q_params, lr=lr)
+        self.pi_optimizer = adam(self.pi.parameters(), lr)
+        self.q_optimizer = adam(self.q_params, lr)
         self.log_alpha = torch.tensor(
             float(np.log(max(self.algo.alpha, 1e-30))),
             device=self.device,
@@ -43,7 +43,7 @@ class SACLearner(OffPolicyTorchLearner):
         )
         te = self.algo.target_entropy
         self.target_entropy = -float(self.act_dim) if te is None else te
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=lr) if self.algo.autotune_alpha else None
+        self.alpha_optimizer = adam([self.log_alpha], lr) if self.algo.autotune_alpha else None
 
     @property
     def alpha(self) -> float:
@@ -99,7 +99,7 @@ class SACLearner(OffPolicyTorchLearner):
         }
         if self.alpha_optimizer is not None:
             loss_alpha = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            self.alpha_optimizer.zero_grad(set_to_none=False)
+            self.alpha_optimizer.zero_grad()
             loss_alpha.backward()
             avg_grads([self.log_alpha])
             self.alpha_optimizer.step()

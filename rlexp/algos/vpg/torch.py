@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlexp.algos.torch_common import OnPolicyTorchLearner
+from rlexp.algos.torch_common import OnPolicyTorchLearner, adam
 from rlexp.comm.torch import avg_grads
 from rlexp.config import RLExpConfig
 
@@ -23,7 +23,7 @@ class VPGLearner(OnPolicyTorchLearner):
 
     def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
         super().__init__(obs_space, act_space, cfg, seed)
-        self.pi_optimizer = torch.optim.Adam(self.ac.pi.parameters(), lr=self.algo.pi_lr)
+        self.pi_optimizer = adam(self.ac.pi.parameters(), self.algo.pi_lr)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "pi": self.pi_optimizer}
@@ -38,7 +38,7 @@ class VPGLearner(OnPolicyTorchLearner):
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         data = self.tensors(batch)
-        self.pi_optimizer.zero_grad(set_to_none=False)
+        self.pi_optimizer.zero_grad()
         loss_old, info_old = self.loss_pi(data)
         loss_old.backward()
         avg_grads(self.ac.pi.parameters())

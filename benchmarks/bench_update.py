@@ -1,0 +1,87 @@
+"""Cost of one off-policy gradient step (ms) of rlexp's learners, per backend, on HalfCheetah's shapes.
+
+A micro-benchmark of the update alone (no env): obs 17, act 6, replay of 10,000 random transitions,
+one minibatch sampled per step exactly as the loop does. Prints figures; asserts nothing.
+    python benchmarks/bench_update.py [--algos td3 sac ddpg] [--backends torch tf] [--batch 256] [--hidden 256 256]
+Each (algo, backend) runs in a fresh subprocess with one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def measure(algo: str, backend: str, batch: int, hidden: list[int], steps: int) -> dict[str, float]:
+    """Run in this process: ms per update (median of 5 windows) and ms per act, after warm-up."""
+    import numpy as np
+    from gymnasium import spaces
+
+    from rlexp.algos import ALGOS
+    from rlexp.buffers import ReplayBuffer
+    from tests.conftest import composed
+
+    cfg = composed(
+        f"algo={algo}",
+        f"backend={backend}",
+        "backend.threads=1",
+        f"network.hidden_sizes=[{','.join(map(str, hidden))}]",
+        f"algo.batch_size={batch}",
+    )
+    obs_space = spaces.Box(-np.inf, np.inf, (17,), np.float32)
+    act_space = spaces.Box(-1.0, 1.0, (6,), np.float32)
+    learner = ALGOS[algo].learner_class(backend)(obs_space, act_space, cfg, 0)
+    rng = np.random.default_rng(0)
+    replay = ReplayBuffer(17, 6, 10_000)
+    for _ in range(10_000):
+        replay.store(rng.normal(size=17), rng.uniform(-1, 1, 6), rng.normal(), rng.normal(size=17), False)
+    for _ in range(50):
+        learner.update(replay.sample_batch(batch, rng))
+    windows = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            learner.update(replay.sample_batch(batch, rng))
+        windows.append((time.perf_counter() - t0) / steps * 1e3)
+    o = rng.normal(size=17).astype(np.float32)
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        learner.explore(o)
+    act_us = (time.perf_counter() - t0) * 1e3  # 1000 calls: seconds * 1e3 = us per call
+    return {"update_ms": sorted(windows)[2], "act_us": act_us}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=["ddpg", "td3", "sac"])
+    parser.add_argument("--backends", nargs="+", default=["torch", "tf"])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
+    parser.add_argument("--steps", type=int, default=200, help="updates per timing window (5 windows)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        algo, backend = args.child.split(",")
+        print(json.dumps(measure(algo, backend, args.batch, args.hidden, args.steps)))
+        return
+    print(f"one gradient step, batch {args.batch}, hidden {args.hidden}, 1 thread (median of 5 windows)")
+    for algo in args.algos:
+        for backend in args.backends:
+            cmd = [sys.executable, __file__, "--child", f"{algo},{backend}", "--batch", str(args.batch)]
+            cmd += ["--steps", str(args.steps), "--hidden", *map(str, args.hidden)]
+            out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+            res = json.loads(out.strip().splitlines()[-1])
+            print(
+                f"  {algo:5} {backend:6} update {res['update_ms']:6.2f} ms   act {res['act_us']:6.1f} us",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
