@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: install run test test-fast lint format bench bench-backends clean
+.PHONY: install run test test-fast lint format bench bench-mpi bench-update bench-backends clean
 
 install: $(STAMP)
 
@@ -38,8 +38,15 @@ format: install
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
 
+# rlexp vs Stable-Baselines3 side by side (installs SB3 if missing), torch vs TF, PPO on 1/2/4 ranks.
 bench: install
+	$(BIN)/python benchmarks/bench_sb3.py $(ARGS)
+
+bench-mpi: install
 	$(BIN)/python benchmarks/bench_core.py $(ARGS)
+
+bench-update: install
+	$(BIN)/python benchmarks/bench_update.py $(ARGS)
 
 bench-backends: install
 	$(BIN)/python benchmarks/bench_backends.py $(ARGS)

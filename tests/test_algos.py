@@ -47,14 +47,25 @@ def mm(key: str) -> list[str]:
     return [f"Average{key}", f"Std{key}", f"Max{key}", f"Min{key}"]
 
 
-# Spinning Up's documented log_tabular keys, in order (reference/spinningup.md section 1.2).
+# rlexp's throughput columns (rlexp/timing.py), logged after Spinning Up's; they vary run to run.
+THROUGHPUT = ["SPS", "FracEnv", "FracAct", "FracUpdate", "FracComm"]
+# Spinning Up's documented log_tabular keys, in order (reference/spinningup.md section 1.2), then ours.
 COLUMNS = {
-    "vpg": [*ON_POLICY_COLUMNS, "Entropy", "KL", "Time"],
-    "trpo": [*ON_POLICY_COLUMNS, "KL", "BacktrackIters", "Time"],
-    "ppo": [*ON_POLICY_COLUMNS, "Entropy", "KL", "ClipFrac", "StopIter", "Time"],
-    "ddpg": [*OFF_POLICY_COLUMNS, *mm("QVals"), "LossPi", "LossQ", "Time"],
-    "td3": [*OFF_POLICY_COLUMNS, *mm("Q1Vals"), *mm("Q2Vals"), "LossPi", "LossQ", "Time"],
-    "sac": [*OFF_POLICY_COLUMNS, *mm("Q1Vals"), *mm("Q2Vals"), *mm("LogPi"), "LossPi", "LossQ", "Time"],
+    "vpg": [*ON_POLICY_COLUMNS, "Entropy", "KL", "Time", *THROUGHPUT],
+    "trpo": [*ON_POLICY_COLUMNS, "KL", "BacktrackIters", "Time", *THROUGHPUT],
+    "ppo": [*ON_POLICY_COLUMNS, "Entropy", "KL", "ClipFrac", "StopIter", "Time", *THROUGHPUT],
+    "ddpg": [*OFF_POLICY_COLUMNS, *mm("QVals"), "LossPi", "LossQ", "Time", *THROUGHPUT],
+    "td3": [*OFF_POLICY_COLUMNS, *mm("Q1Vals"), *mm("Q2Vals"), "LossPi", "LossQ", "Time", *THROUGHPUT],
+    "sac": [
+        *OFF_POLICY_COLUMNS,
+        *mm("Q1Vals"),
+        *mm("Q2Vals"),
+        *mm("LogPi"),
+        "LossPi",
+        "LossQ",
+        "Time",
+        *THROUGHPUT,
+    ],
 }
 ON_SHORT = ["algo.train_v_iters=5"]
 OFF_SHORT = [
@@ -89,6 +100,9 @@ def test_halfcheetah_smoke_with_spinning_ups_columns(tmp_path, algo):
     assert list(df.columns) == COLUMNS[algo]
     assert df["TotalEnvInteracts"].tolist() == [300, 600]
     assert df.drop(columns=["Epoch", "Time"]).notna().all(axis=None), df.iloc[-1].to_dict()
+    fracs = df[THROUGHPUT[1:]]  # shares of each epoch's wall-clock time: disjoint phases
+    assert (df["SPS"] > 0).all() and fracs.ge(0).all(axis=None) and fracs.sum(axis=1).le(1.0).all()
+    assert (df["FracEnv"] > 0).all() and (df["FracAct"] > 0).all() and (df["FracUpdate"].iloc[-1] > 0)
     assert df["Epoch"].tolist() == ([0, 1] if algo in ("vpg", "trpo", "ppo") else [1, 2])  # as Spinning Up
     assert list_checkpoints(run_dir)
 

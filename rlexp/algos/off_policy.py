@@ -31,6 +31,7 @@ from rlexp.checkpoint import checkpoint_path, list_checkpoints
 from rlexp.config import RLExpConfig
 from rlexp.envs import ActionScaler, make_env
 from rlexp.logger import EpochLogger
+from rlexp.timing import EpochTimer
 
 
 def test_agent(env: Any, learner: Any, scaler: ActionScaler, episodes: int, logger: EpochLogger) -> None:
@@ -62,24 +63,32 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
     test_episodes = len(range(rank, algo.num_test_episodes, size))  # this rank's share
 
     start = time.time()
+    timer = EpochTimer(algo.epochs)
     o, _ = env.reset(seed=seed)
     ep_ret, ep_len, t = 0.0, 0, 0
     for epoch in range(1, algo.epochs + 1):
         for _ in range(local_steps):
+            now = timer.now()
             a = scaler.normalize(env.action_space.sample()) if t < start_steps else learner.explore(o)
+            now = timer.add("act", now)
             o2, r, terminated, truncated, _ = env.step(scaler.to_env(a))
+            timer.add("env", now)
             ep_ret += float(r)
             ep_len += 1
             replay.store(o, a, r, o2, terminated)
             o = o2
             if terminated or truncated:
                 logger.store(EpRet=ep_ret, EpLen=ep_len)
+                now = timer.now()
                 o, _ = env.reset()
+                timer.add("env", now)
                 ep_ret, ep_len = 0.0, 0
             t += 1
             if t >= update_after and t % algo.update_every == 0:
+                now, comm_now = timer.now(), comm.seconds()
                 for _ in range(algo.update_every):
                     logger.store(**learner.update(replay.sample_batch(batch_size, rng)))
+                timer.update(now, comm_now)
 
         if epoch % algo.save_freq == 0 or epoch == algo.epochs:
             if rank == 0:
@@ -105,7 +114,9 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
         for key, min_max in spec.stats(algo):
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
         logger.log_tabular("Time", time.time() - start)
+        timer.log(logger, epoch, local_steps * size)
         logger.dump_tabular()
+        timer.progress(logger)
     env.close()
     test_env.close()
 

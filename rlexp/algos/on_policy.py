@@ -21,6 +21,7 @@ from rlexp.checkpoint import checkpoint_path
 from rlexp.config import RLExpConfig
 from rlexp.envs import action_dims, make_env
 from rlexp.logger import EpochLogger
+from rlexp.timing import EpochTimer
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -41,12 +42,16 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
     buf = GAEBuffer(env.observation_space.shape[0], act_shape, act_dtype, local_steps, algo.gamma, algo.lam)
 
     start = time.time()
+    timer = EpochTimer(algo.epochs)
     o, _ = env.reset(seed=seed)
     ep_ret, ep_len = 0.0, 0
     for epoch in range(algo.epochs):
         for t in range(local_steps):
+            now = timer.now()
             a, v, logp = learner.step(o)
+            now = timer.add("act", now)
             o2, r, terminated, truncated, _ = env.step(to_env(a))
+            timer.add("env", now)
             ep_ret += float(r)
             ep_len += 1
             buf.store(o, a, r, v, logp)
@@ -54,13 +59,18 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
             o = o2
             epoch_ended = t == local_steps - 1
             if terminated or truncated or epoch_ended:
+                now = timer.now()
                 buf.finish_path(0.0 if terminated else learner.value(o))
+                now = timer.add("update", now)
                 if terminated or truncated:
                     logger.store(EpRet=ep_ret, EpLen=ep_len)
                     o, _ = env.reset()
+                    timer.add("env", now)
                     ep_ret, ep_len = 0.0, 0
 
+        now, comm_now = timer.now(), comm.seconds()
         logger.store(**learner.update(buf.get()))
+        timer.update(now, comm_now)
 
         if (epoch + 1) % algo.save_freq == 0 or epoch + 1 == algo.epochs:
             if rank == 0:
@@ -77,5 +87,7 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
         for key, min_max in spec.stats(algo):
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
         logger.log_tabular("Time", time.time() - start)
+        timer.log(logger, epoch + 1, local_steps * size)
         logger.dump_tabular()
+        timer.progress(logger)
     env.close()

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from typing import Any
 
 import numpy as np
 
 _LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+_seconds = 0.0  # wall-clock time this process spent inside MPI collectives (see seconds())
 
 
 @functools.cache
@@ -38,6 +40,12 @@ def num_procs() -> int:
     return 1 if world is None else world.Get_size()
 
 
+def seconds() -> float:
+    """Total wall-clock seconds this process has spent inside MPI collectives (allreduce, broadcast,
+    barrier), waiting for slower ranks included; 0 without MPI. Differences give a phase's MPI time."""
+    return _seconds
+
+
 def _op(name: str) -> Any:
     from mpi4py import MPI
 
@@ -46,27 +54,36 @@ def _op(name: str) -> Any:
 
 def allreduce_(buf: np.ndarray, op: str = "sum") -> np.ndarray:
     """Reduce a contiguous numpy array across ranks in place (op: sum, max or min); return it."""
+    global _seconds
     world = _world()
     if world is not None and world.Get_size() > 1:
         from mpi4py import MPI
 
+        start = time.perf_counter()
         world.Allreduce(MPI.IN_PLACE, buf, op=_op(op))
+        _seconds += time.perf_counter() - start
     return buf
 
 
 def broadcast_(buf: np.ndarray, root: int = 0) -> np.ndarray:
     """Overwrite ``buf`` on every rank with root's contents (in place); return it."""
+    global _seconds
     world = _world()
     if world is not None and world.Get_size() > 1:
+        start = time.perf_counter()
         world.Bcast(buf, root=root)
+        _seconds += time.perf_counter() - start
     return buf
 
 
 def barrier() -> None:
     """Wait until every rank gets here."""
+    global _seconds
     world = _world()
     if world is not None:
+        start = time.perf_counter()
         world.Barrier()
+        _seconds += time.perf_counter() - start
 
 
 def _reduce(x: Any, op: str) -> Any:

@@ -1,0 +1,276 @@
+"""rlexp against Stable-Baselines3, side by side on this machine: env steps per second at matched settings.
+
+Installs stable-baselines3==2.9.2 into this Python environment when it is missing (torch is never
+touched: it is already installed). Every measurement runs in a fresh subprocess with one torch /
+TF thread; rlexp and SB3 alternate within each repetition so that both see the same machine load.
+Prints figures and ratios; asserts nothing.
+
+    python benchmarks/bench_sb3.py [--algos td3 sac ppo] [--reps 3] [--no-backends] [--no-mpi]
+
+How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
+
+- TD3: actor and twin critics 256x256 ReLU on both sides (SB3 ``net_arch=[256, 256]``), batch 256,
+  gamma 0.99, polyak 0.995 = tau 0.005, policy delay 2, target noise 0.2 clipped at 0.5, Gaussian
+  exploration noise 0.1 (SB3 ``NormalActionNoise``), replay 1e6, ``learning_starts`` = ``start_steps``
+  = ``update_after`` = 1000, one gradient step per env step (rlexp ``update_every=1``, SB3
+  ``train_freq=1, gradient_steps=1``).
+- SAC: as TD3 with a fixed entropy coefficient 0.2 on both sides (Spinning Up's default; SB3
+  ``ent_coef=0.2``) and learning rate 1e-3 on both sides.
+- PPO: Spinning Up's full-batch style on both sides: 4000 steps per update, 80 full-batch policy
+  steps and 80 value steps in rlexp; SB3 ``n_steps=4000, batch_size=4000, n_epochs=80`` (80 full-batch
+  steps of its joint policy + value loss, the same number of forward/backward passes), 64x64 tanh, GAE
+  0.99 / 0.97, clip 0.2, KL early stopping off on both sides (``target_kl`` huge / None) so that both
+  always do all 80 steps; one env on both sides (SB3 ``n_envs=1``).
+
+Steady state: both libraries are timed the same way, over a window of env steps after learning has
+started (off-policy: from ``warmup`` steps to ``warmup + window``; PPO: the updates from the second
+one on), on the training loop alone (rlexp: no test episodes, no checkpoint inside the window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = "HalfCheetah-v4"
+SB3_VERSION = "2.9.2"
+LEARNING_STARTS = 1000
+OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
+PPO_STEPS = 4000
+
+
+def ensure_sb3() -> None:
+    """pip install stable-baselines3 into this environment if it is not importable (torch untouched)."""
+    if importlib.util.find_spec("stable_baselines3") is None:
+        print(f"installing stable-baselines3=={SB3_VERSION} ...", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", f"stable-baselines3=={SB3_VERSION}"], check=True
+        )
+
+
+# --- rlexp ------------------------------------------------------------------------------------------
+
+
+def rlexp_overrides(algo: str, warmup: int, window: int) -> list[str]:
+    """The rlexp config matched to SB3's (see the module docstring)."""
+    if algo == "ppo":
+        return [
+            "algo=ppo",
+            "network=mlp64x64_tanh",
+            f"algo.steps_per_epoch={PPO_STEPS}",
+            f"algo.epochs={1 + max(2, window // PPO_STEPS)}",
+            "algo.train_pi_iters=80",
+            "algo.train_v_iters=80",
+            "algo.target_kl=1e9",
+            "algo.save_freq=1000",
+        ]
+    epochs = (warmup + window) // OFF_EPOCH
+    common = [
+        f"algo={algo}",
+        "network=mlp256x256_relu",
+        f"algo.epochs={epochs}",
+        f"algo.steps_per_epoch={OFF_EPOCH}",
+        "algo.batch_size=256",
+        f"algo.start_steps={LEARNING_STARTS}",
+        f"algo.update_after={LEARNING_STARTS}",
+        "algo.update_every=1",
+        "algo.num_test_episodes=0",
+        f"algo.save_freq={epochs}",
+    ]
+    return common + (["algo.lr=1e-3", "algo.alpha=0.2"] if algo == "sac" else [])
+
+
+def rlexp_sps(algo: str, warmup: int, window: int, backend: str = "torch", procs: int = 1) -> float:
+    """rlexp's steady-state env steps per second: TotalEnvInteracts / Time between two epoch rows."""
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={ENV}", f"backend={backend}"]
+        cmd += [f"comm.procs={procs}", *rlexp_overrides(algo, warmup, window)]
+        if procs == 1:
+            cmd.append("backend.threads=1")
+        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+        df = pd.read_table(run_dir / "progress.txt")
+    first = 0 if algo == "ppo" else warmup // OFF_EPOCH - 1  # row whose end starts the window
+    # The last row includes the final checkpoint (off-policy: the replay buffer): leave it out.
+    last = len(df) - 1 if algo == "ppo" else len(df) - 2
+    steps = df["TotalEnvInteracts"].iloc[last] - df["TotalEnvInteracts"].iloc[first]
+    return float(steps / (df["Time"].iloc[last] - df["Time"].iloc[first]))
+
+
+# --- Stable-Baselines3 (runs in a child process) ---------------------------------------------------
+
+
+def sb3_sps(algo: str, warmup: int, window: int) -> float:
+    """SB3's steady-state env steps per second, timed by a callback over the same window."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO, SAC, TD3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    torch.set_num_threads(1)
+    env = gym.make(ENV)
+    if algo == "ppo":
+        start, stop = PPO_STEPS, PPO_STEPS * (1 + max(2, window // PPO_STEPS))
+        model: Any = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=PPO_STEPS,
+            batch_size=PPO_STEPS,
+            n_epochs=80,
+            gamma=0.99,
+            gae_lambda=0.97,
+            clip_range=0.2,
+            target_kl=None,
+            policy_kwargs={"net_arch": [64, 64], "activation_fn": torch.nn.Tanh},
+            seed=0,
+            device="cpu",
+        )
+    else:
+        start, stop = warmup, warmup + window
+        act_dim = env.action_space.shape[0]
+        common = dict(
+            buffer_size=1_000_000,
+            learning_starts=LEARNING_STARTS,
+            batch_size=256,
+            tau=0.005,
+            gamma=0.99,
+            train_freq=1,
+            gradient_steps=1,
+            learning_rate=1e-3,
+            policy_kwargs={"net_arch": [256, 256]},
+            seed=0,
+            device="cpu",
+        )
+        if algo == "td3":
+            noise = NormalActionNoise(np.zeros(act_dim), 0.1 * np.ones(act_dim))
+            model = TD3("MlpPolicy", env, action_noise=noise, policy_delay=2, **common)
+        else:
+            model = SAC("MlpPolicy", env, ent_coef=0.2, **common)
+
+    class Timer(BaseCallback):
+        """Wall-clock times at the first step >= start and >= stop (PPO: checked at rollout ends)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.marks: dict[str, tuple[float, int]] = {}
+
+        def _mark(self) -> None:
+            for name, at in (("start", start), ("stop", stop)):
+                if name not in self.marks and self.num_timesteps >= at:
+                    self.marks[name] = (time.perf_counter(), self.num_timesteps)
+
+        def _on_step(self) -> bool:
+            if algo != "ppo":
+                self._mark()
+            return True
+
+        def _on_rollout_start(self) -> None:
+            if algo == "ppo":  # the previous rollout and its update are done
+                self._mark()
+
+    timer = Timer()
+    model.learn(total_timesteps=stop + (PPO_STEPS if algo == "ppo" else 1), callback=timer)
+    (t0, n0), (t1, n1) = timer.marks["start"], timer.marks["stop"]
+    return (n1 - n0) / (t1 - t0)
+
+
+# --- driver ------------------------------------------------------------------------------------------
+
+
+def child(kind: str, algo: str, warmup: int, window: int, **kw: Any) -> float:
+    """Run one measurement in a fresh interpreter (one thread); return its SPS."""
+    spec = json.dumps({"kind": kind, "algo": algo, "warmup": warmup, "window": window, **kw})
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", spec],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def summary(values: list[float]) -> str:
+    return f"median {statistics.median(values):7.0f}  [{min(values):.0f}-{max(values):.0f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=["td3", "sac", "ppo"])
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
+    parser.add_argument("--warmup", type=int, default=1500, help="off-policy: env steps before the window")
+    parser.add_argument("--window", type=int, default=1500, help="env steps timed (PPO: at least 2 updates)")
+    parser.add_argument("--no-backends", action="store_true", help="skip rlexp's torch vs TF figures")
+    parser.add_argument("--no-mpi", action="store_true", help="skip rlexp's PPO at 1/2/4 ranks")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        kind = spec.pop("kind")
+        print(sb3_sps(**spec) if kind == "sb3" else rlexp_sps(**spec))
+        return
+
+    ensure_sb3()
+    print(f"rlexp vs Stable-Baselines3 {SB3_VERSION} on {ENV}, CPU, 1 thread, {args.reps} repetitions")
+    print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
+    lines = []
+    for algo in args.algos:
+        ours, theirs = [], []
+        for _ in range(args.reps):
+            ours.append(child("rlexp", algo, args.warmup, args.window))
+            theirs.append(child("sb3", algo, args.warmup, args.window))
+        ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
+        print(f"{algo:5} rlexp  {summary(ours)}")
+        print(f"{algo:5} sb3    {summary(theirs)}")
+        print(
+            f"{algo:5} ratio  median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
+        )
+        lines.append(
+            f"{algo}  rlexp {statistics.median(ours):.0f} SPS  sb3 {statistics.median(theirs):.0f} SPS  "
+            f"{statistics.median(ours) / statistics.median(theirs):.2f}x"
+        )
+    print("\nsummary (median SPS, ratio of medians)")
+    print("\n".join(lines), flush=True)
+
+    extra_reps = max(1, args.reps - 1)  # the secondary tables: one repetition fewer, to keep the run short
+    if not args.no_backends:
+        print("\nrlexp torch vs tf (same matched settings; tf time / torch time, target <= 1.3x)")
+        for algo in args.algos:
+            t, f = [], []
+            for _ in range(extra_reps):
+                t.append(child("rlexp", algo, args.warmup, args.window, backend="torch"))
+                f.append(child("rlexp", algo, args.warmup, args.window, backend="tf"))
+            tm, fm = statistics.median(t), statistics.median(f)
+            print(f"{algo:5} torch {tm:7.0f} SPS  tf {fm:7.0f} SPS  tf/torch time {tm / fm:.2f}x", flush=True)
+
+    if not args.no_mpi:
+        print(f"\nrlexp PPO, comm.procs = 1/2/4 at the same global batch ({PPO_STEPS} steps per update)")
+        base = None
+        for procs in (1, 2, 4):
+            v = statistics.median(
+                child("rlexp", "ppo", args.warmup, args.window, procs=procs) for _ in range(extra_reps)
+            )
+            base = base or v
+            print(
+                f"ppo   procs={procs}  {v:7.0f} SPS  speed-up {v / base:.2f}x  efficiency {v / base / procs:.0%}"
+            )
+
+
+if __name__ == "__main__":
+    main()

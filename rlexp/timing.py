@@ -1,0 +1,91 @@
+"""Throughput of a run: env steps per second and where each epoch's wall-clock time went.
+
+Both training loops time four phases with ``time.perf_counter`` (no device synchronisation is
+added: on a GPU the time of queued kernels shows up in the phase that first waits for them):
+
+- ``env``: ``env.step`` and ``env.reset`` (the simulator);
+- ``act``: choosing actions (the learner's forward pass, or the random warm-up actions);
+- ``update``: learning (replay sampling or GAE, the learner's gradient steps), less its MPI time;
+- ``comm``: time inside MPI collectives (gradient allreduce, pooled statistics), from :mod:`rlexp.comm`.
+
+What is left (logging, checkpoints, test episodes, buffer writes) is the rest of the epoch. Each
+epoch logs, after Spinning Up's columns, ``SPS`` (env steps of all ranks per second of this epoch's
+wall-clock time) and ``FracEnv``, ``FracAct``, ``FracUpdate``, ``FracComm`` (rank 0's shares of the
+epoch's wall-clock time, each in [0, 1]). Rank 0 prints a progress line with an ETA after each epoch.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rlexp import comm
+from rlexp.logger import EpochLogger
+
+PHASES = ("env", "act", "update")
+COLUMNS = ("SPS", "FracEnv", "FracAct", "FracUpdate", "FracComm")
+PROGRESS_AFTER_S = 20.0  # print progress lines only for runs expected to take longer than this
+
+
+def format_duration(seconds: float) -> str:
+    """``1h02m``, ``3m20s`` or ``45s``."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class EpochTimer:
+    """Accumulates the time of each phase within an epoch and logs the throughput columns.
+
+    Usage in a loop: ``t = timer.now()`` before a phase and ``t = timer.add("env", t)`` after it
+    (returns the new time, so consecutive phases chain without extra clock reads).
+
+    :param epochs: the run's number of epochs (for the ETA).
+    """
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+        self.run_start = self.epoch_start = time.perf_counter()
+        self.comm_start = comm.seconds()
+        self.spent = dict.fromkeys(PHASES, 0.0)
+
+    @staticmethod
+    def now() -> float:
+        return time.perf_counter()
+
+    def add(self, phase: str, since: float) -> float:
+        """Charge the time since ``since`` to ``phase``; return the current time."""
+        now = time.perf_counter()
+        self.spent[phase] += now - since
+        return now
+
+    def update(self, since: float, comm_since: float) -> float:
+        """Charge the time since ``since`` to ``update``, less the MPI time since ``comm_since``."""
+        now = time.perf_counter()
+        self.spent["update"] += now - since - (comm.seconds() - comm_since)
+        return now
+
+    def log(self, logger: EpochLogger, epoch: int, env_steps: int) -> None:
+        """Log SPS and the Frac* columns of this epoch (``env_steps``: all ranks), start the next epoch.
+
+        Call it right before ``logger.dump_tabular()``; then :meth:`progress` after it.
+        """
+        now = time.perf_counter()
+        wall = max(now - self.epoch_start, 1e-9)
+        comm_s = comm.seconds() - self.comm_start
+        logger.log_tabular("SPS", env_steps / wall)
+        logger.log_tabular("FracEnv", self.spent["env"] / wall)
+        logger.log_tabular("FracAct", self.spent["act"] / wall)
+        logger.log_tabular("FracUpdate", self.spent["update"] / wall)
+        logger.log_tabular("FracComm", comm_s / wall)
+        self._last = (epoch, env_steps / wall, now)
+        self.epoch_start, self.comm_start = now, comm.seconds()
+        self.spent = dict.fromkeys(PHASES, 0.0)
+
+    def progress(self, logger: EpochLogger) -> None:
+        """Print ``epoch 3/50  2,431 SPS  ETA 1m20s`` (rank 0, console only) for runs long enough to need it."""
+        epoch, sps, now = self._last
+        elapsed = now - self.run_start
+        eta = elapsed / epoch * (self.epochs - epoch)
+        if epoch < self.epochs and elapsed + eta > PROGRESS_AFTER_S:
+            logger.log(f"epoch {epoch}/{self.epochs}  {sps:,.0f} SPS  ETA {format_duration(eta)}", "cyan")
