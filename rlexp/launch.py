@@ -27,7 +27,8 @@ from rlexp.worker import CONFIG_FILE
 
 
 def validate_experiment(cfg: RLExpConfig) -> None:
-    """Checks beyond the schema: the algorithm has a learner for the backend and the env fits it."""
+    """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
+    and the env fits the algorithm."""
     from rlexp.algos import ALGOS
     from rlexp.envs import check_spaces, make_env
 
@@ -37,6 +38,10 @@ def validate_experiment(cfg: RLExpConfig) -> None:
             f"backend={cfg.backend.name} has no {cfg.algo.name} learner; "
             f"available for {cfg.algo.name}: {', '.join(spec.learners)}"
         )
+    if cfg.backend.name == "torch" and cfg.backend.device.startswith("cuda"):
+        from rlexp.algos.torch_common import torch_device  # imports torch: only for torch runs
+
+        torch_device(cfg.backend.device)  # TF checks its GPU when the learner starts (setup_tf)
     env = make_env(cfg.env)
     try:
         from gymnasium import spaces

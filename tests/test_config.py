@@ -212,6 +212,7 @@ BAD_INPUTS = [
     (["algo=trpo", "algo.variant=foo"], "algo.variant='foo' is unknown; choose trpo or npg"),
     (["algo=sac", "env=Pendulum-v1", "algo.lr=null"], "algo.lr is required for sac"),
     (["algo=ddpg", "env=Pendulum-v1", "algo.q_lr=0"], "algo.q_lr=0.0 is out of range for ddpg"),
+    (["backend.device=gpu"], "backend.device='gpu' is unknown; use cpu, cuda, cuda:N or auto"),
 ]
 
 
@@ -236,3 +237,20 @@ def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):
     )
     res = cli("--cfg", "job", "algo.epochs=7", "env=Pendulum-v1")
     assert res.returncode == 0 and "epochs: 7" in res.stdout and "id: Pendulum-v1" in res.stdout
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:3"])
+def test_a_gpu_this_machine_lacks_is_refused_in_one_line(cli, tmp_path, device):
+    import torch
+
+    if torch.cuda.device_count() > (int(device[5:]) if ":" in device else 0):
+        pytest.skip(f"this machine has {device}")
+    run_dir = tmp_path / "run"
+    res = cli(f"hydra.run.dir={run_dir}", f"backend.device={device}")
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert lines == [lines[0]] and lines[0].startswith(
+        f"rlexp: error: backend.device={device} but this machine has"
+    )
+    assert "use backend.device=cpu or auto" in lines[0]
+    assert not (run_dir / "config.yaml").exists()

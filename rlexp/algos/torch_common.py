@@ -17,6 +17,7 @@ from rlexp import comm
 from rlexp.checkpoint import load_torch, save_torch
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.config import BackendConfig, RLExpConfig
+from rlexp.errors import RLExpError
 from rlexp.nn.torch import ActorCritic
 
 
@@ -32,9 +33,23 @@ def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost ~30% per step
-    if cfg.device == "auto":
+    return torch_device(cfg.device)
+
+
+def torch_device(name: str) -> torch.device:
+    """The torch device for ``backend.device`` (cpu, cuda, cuda:N or auto); a CUDA device that this
+    machine does not have is refused with an :class:`RLExpError` naming what is available."""
+    if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(cfg.device)
+    if name.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(name[5:]) if name.startswith("cuda:") else 0
+        if index >= count:
+            have = f"cuda:0..cuda:{count - 1}" if count else "no CUDA GPU"
+            raise RLExpError(
+                f"backend.device={name} but this machine has {have}; use backend.device=cpu or auto"
+            )
+    return torch.device(name)
 
 
 class TorchLearner:
