@@ -74,7 +74,7 @@ def rlexp_overrides(algo: str, warmup: int, window: int) -> list[str]:
             "algo.target_kl=1e9",
             "algo.save_freq=1000",
         ]
-    epochs = (warmup + window) // OFF_EPOCH
+    epochs = (warmup + window) // OFF_EPOCH + 1  # + 1: the last epoch (final checkpoint) is not timed
     common = [
         f"algo={algo}",
         "network=mlp256x256_relu",
