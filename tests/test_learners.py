@@ -190,3 +190,23 @@ def test_checkpoint_round_trip_restores_every_network_and_optimizer(tmp_path, al
         assert all(torch.equal(a[i]["exp_avg"], b[i]["exp_avg"]) for i in a), name
     if algo != "ppo":
         assert fresh.n_updates == lrn.n_updates
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_fast_acting_path_is_bit_identical_to_the_distribution(activation):
+    """ActorCritic.step skips nn.Module / Distribution overhead; same draw, same values, same RNG state."""
+    from rlexp.nn.torch import ActorCritic
+
+    ac = ActorCritic(5, spaces.Box(-1.0, 1.0, (3,), np.float32), [16, 16], activation)
+    obs = torch.randn(5)
+    for seed in range(10):
+        torch.manual_seed(seed)
+        a, v, logp = ac.step(obs)
+        after_fast = torch.randn(1)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            pi = ac.pi.distribution(obs)
+            a_ref = pi.sample()
+            v_ref, logp_ref = ac.v(obs), ac.pi.log_prob(pi, a_ref)
+        assert torch.equal(a, a_ref) and torch.equal(v, v_ref) and torch.equal(logp, logp_ref)
+        assert torch.equal(after_fast, torch.randn(1))

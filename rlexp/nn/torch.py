@@ -11,6 +11,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
     "relu": nn.ReLU,
@@ -42,6 +43,19 @@ def mlp(
 def _activation(name: str) -> nn.Module:
     """A fresh activation module; ReLU in place (safe right after a Linear: its backward needs only the result)."""
     return nn.ReLU(inplace=True) if name == "relu" else ACTIVATIONS[name]()
+
+
+def forward(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``seq(x)`` without nn.Module's per-call hook machinery (for the per-env-step acting path)."""
+    for module in seq:
+        x = module.forward(x)
+    return x
+
+
+def gaussian_log_prob(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``Normal(mu, std).log_prob(x)`` written out exactly as torch.distributions computes it (the
+    same values), without building a Distribution object."""
+    return -((x - mu) ** 2) / (2 * std**2) - std.log() - _LOG_SQRT_2PI
 
 
 class CategoricalActor(nn.Module):
@@ -109,10 +123,19 @@ class ActorCritic(nn.Module):
 
     @torch.no_grad()
     def step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample an action; return (action, V(obs), log pi(action | obs))."""
+        """Sample an action; return (action, V(obs), log pi(action | obs)).
+
+        Called once per env step, so the Gaussian case skips the Module and Distribution machinery
+        (~30% of the call on CPU): the same ops, the same random draw, bit-identical results.
+        """
+        v = forward(self.v.v_net, obs).squeeze(-1)
+        if isinstance(self.pi, GaussianActor):
+            mu, std = forward(self.pi.mu_net, obs), torch.exp(self.pi.log_std)
+            a = torch.normal(mu, std)  # what Normal(mu, std).sample() does
+            return a, v, gaussian_log_prob(a, mu, std).sum(-1)
         pi = self.pi.distribution(obs)
         a = pi.sample()
-        return a, self.v(obs), self.pi.log_prob(pi, a)
+        return a, v, self.pi.log_prob(pi, a)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -125,7 +148,6 @@ class ActorCritic(nn.Module):
 
 # --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.
 LOG_STD_MAX, LOG_STD_MIN = 2.0, -20.0
-_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
 
 class DeterministicActor(nn.Module):
@@ -179,8 +201,6 @@ class SquashedGaussianActor(nn.Module):
             u = mu + std * (torch.randn_like(mu) if noise is None else noise)
         logp = None
         if with_logprob:
-            # Normal(mu, std).log_prob(u), written out as torch.distributions does it (same values)
-            # without building a Distribution object on every call.
-            logp = (-((u - mu) ** 2) / (2 * std**2) - std.log() - _LOG_SQRT_2PI).sum(-1)
+            logp = gaussian_log_prob(u, mu, std).sum(-1)
             logp = logp - (2 * (np.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
         return torch.tanh(u), logp
