@@ -41,10 +41,12 @@ class EpochTimer:
     (returns the new time, so consecutive phases chain without extra clock reads).
 
     :param epochs: the run's number of epochs (for the ETA).
+    :param first_epoch: epochs already done before this process started (a resumed run), so that
+        the ETA is computed from the epochs this process has timed.
     """
 
-    def __init__(self, epochs: int) -> None:
-        self.epochs = epochs
+    def __init__(self, epochs: int, first_epoch: int = 0) -> None:
+        self.epochs, self.first_epoch = epochs, first_epoch
         self.run_start = self.epoch_start = time.perf_counter()
         self.comm_start = comm.seconds()
         self.spent = dict.fromkeys(PHASES, 0.0)
@@ -86,6 +88,6 @@ class EpochTimer:
         """Print ``epoch 3/50  2,431 SPS  ETA 1m20s`` (rank 0, console only) for runs long enough to need it."""
         epoch, sps, now = self._last
         elapsed = now - self.run_start
-        eta = elapsed / epoch * (self.epochs - epoch)
+        eta = elapsed / max(epoch - self.first_epoch, 1) * (self.epochs - epoch)
         if epoch < self.epochs and elapsed + eta > PROGRESS_AFTER_S:
             logger.log(f"epoch {epoch}/{self.epochs}  {sps:,.0f} SPS  ETA {format_duration(eta)}", "cyan")
