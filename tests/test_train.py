@@ -138,9 +138,11 @@ def test_sigterm_reaches_the_ranks(tmp_path):
 
 
 def test_multirun_gives_each_job_its_own_directory(tmp_path):
+    """Two jobs at a time on this machine (hydra/launcher=parallel), each with one thread."""
     sweep = tmp_path / "sweep"
     res = run_cli(
         "--multirun",
+        "hydra/launcher=parallel",
         f"hydra.sweep.dir={sweep}",
         "seed=0,1",
         "algo.lr=1e-3,3e-4",
@@ -158,6 +160,7 @@ def test_multirun_gives_each_job_its_own_directory(tmp_path):
         "2_algo.lr=0.001,seed=1",
         "3_algo.lr=0.0003,seed=1",
     ]
+    assert all("threads: 1\n" in (r / "config.yaml").read_text() for r in runs)  # 2 cores / 2 jobs
 
 
 def test_plot_and_test_policy_read_a_finished_run(tmp_path):
