@@ -303,9 +303,7 @@ def _launch(hydra_cfg: DictConfig, hc: Any) -> None:
             else "from the start (it stopped before its first checkpoint)"
         )
         print(colorize(f"Continuing {run_dir} {where}", "green", bold=True), flush=True)
-    else:
-        if cfg.resume is not None:
-            raise RLExpError(f"resume={run_dir}: no {CONFIG_FILE} there; give the directory of an rlexp run")
+    else:  # a new run (resume= always finds a config.yaml: resume_config read it)
         write_run_records(cfg, run_dir, list(hc.overrides.task))
     if cfg.comm.procs == 1:
         with StopRequest() as stop:
