@@ -147,6 +147,9 @@ def test_ctrl_c_saves_a_checkpoint_and_the_same_job_continues_it(tmp_path):
     run_dir, whole = tmp_path / "run", tmp_path / "whole"
     proc = _start(run_dir, *args)
     _wait_for_rows(run_dir, 1)
+    # While it trains, the same job started again is refused: one process per run directory.
+    res = run_cli(f"hydra.run.dir={run_dir}", *args)
+    assert res.returncode == 2 and "is in use by another rlexp process" in res.stderr
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out[-2000:]
