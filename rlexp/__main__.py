@@ -8,9 +8,7 @@ once per combination with --multirun). Errors a user can cause are reported as o
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import secrets
 import sys
 from pathlib import Path
 
@@ -21,24 +19,17 @@ from hydra.errors import (
     MissingConfigException,
     OverrideParseException,
 )
-from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from rlexp.config import explain_error, register_configs
+from rlexp.config import explain_error, register_configs, register_resolvers
 from rlexp.errors import RLExpError
 from rlexp.launch import launch
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
-@functools.cache
-def _uid() -> str:
-    """Four random hex digits, fixed for this process: keeps run directories unique (``${rlexp.uid:}``)."""
-    return secrets.token_hex(2)
-
-
 register_configs()
-OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
+register_resolvers()
 _hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(launch)
 
 
@@ -55,6 +46,12 @@ def user_message(exc: BaseException) -> str | None:
     """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, RLExpError):
         return str(exc)
+    if type(exc).__module__.startswith("submitit") and isinstance(exc, RuntimeError):
+        # A job of a SLURM sweep failed; submitit's message holds the job's stderr tail.
+        lines = str(exc).splitlines()
+        job = lines[0].split(" with path")[0] if lines else "a job"
+        ours = [line.removeprefix("rlexp: error: ") for line in lines if line.startswith("rlexp: error: ")]
+        return f"SLURM {job} failed: {ours[-1] if ours else ' '.join(lines[1:3])}"
     if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.rpartition("/")
         hint = f" (any gymnasium id: env=gym env.id={option})" if group == "env" else ""

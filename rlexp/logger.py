@@ -42,13 +42,18 @@ def convert_json(obj: Any) -> Any:
     return str(obj)
 
 
-def save_config(output_dir: str | os.PathLike, config: dict[str, Any], exp_name: str | None = None) -> None:
-    """Write Spinning Up's config.json (sorted keys, indent 4, exp_name added) atomically, never over an old one."""
+def save_config(
+    output_dir: str | os.PathLike, config: dict[str, Any], exp_name: str | None = None, exclusive: bool = True
+) -> None:
+    """Write Spinning Up's config.json (sorted keys, indent 4, exp_name added) atomically.
+
+    ``exclusive``: never over an existing one (False only when a resumed run's config changed).
+    """
     config = convert_json(config)
     if exp_name is not None:
         config = {**config, "exp_name": exp_name}
     text = json.dumps(config, separators=(",", ":\t"), indent=4, sort_keys=True)
-    atomic_write_text(Path(output_dir) / "config.json", text + "\n", exclusive=True)
+    atomic_write_text(Path(output_dir) / "config.json", text + "\n", exclusive=exclusive)
 
 
 def _fmt(val: Any) -> str:
@@ -64,6 +69,9 @@ class Logger:
     :param output_fname: name of the tab-separated log (Spinning Up's ``progress.txt``).
     :param exp_name: experiment name written into config.json.
     :param console: print the table of each epoch to stdout.
+    :param resume_rows: continue an existing log after its first ``resume_rows`` rows (the epochs of
+        the checkpoint a run resumes from); later rows, which the resumed run writes again, are
+        dropped. None: a new log, and an existing one is an error.
     """
 
     def __init__(
@@ -72,6 +80,7 @@ class Logger:
         output_fname: str = "progress.txt",
         exp_name: str | None = None,
         console: bool = True,
+        resume_rows: int | None = None,
     ) -> None:
         self.active = comm.proc_id() == 0
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -84,6 +93,9 @@ class Logger:
         if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             path = self.output_dir / output_fname
+            if resume_rows is not None and path.exists():
+                self._continue(path, resume_rows)
+                return
             try:
                 # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
                 self.output_file = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
@@ -93,6 +105,26 @@ class Logger:
                 ) from None
             if self.console:
                 print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
+
+    def _continue(self, path: Path, rows: int) -> None:
+        """Open ``path`` for appending after its header and first ``rows`` rows."""
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        if not lines and rows == 0:  # the run stopped before its first row: start the log afresh
+            self.output_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
+            return
+        kept = lines[: rows + 1]
+        if len(kept) < rows + 1:
+            raise RLExpError(
+                f"{path} has {len(lines) - 1} rows, fewer than the {rows} epochs of its checkpoint"
+            )
+        if len(lines) > len(kept):  # epochs logged after the checkpoint: the resumed run logs them again
+            atomic_write_text(path, "".join(kept))
+        self.log_headers = kept[0].rstrip("\n").split("\t")
+        self.first_row = False
+        self.output_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        if self.console:
+            dropped = f"; dropped {len(lines) - len(kept)} later rows" if len(lines) > len(kept) else ""
+            print(colorize(f"Continuing {path} after epoch {rows}{dropped}", "green", bold=True), flush=True)
 
     def log(self, msg: str, color: str = "green") -> None:
         """Print a colorized message (rank 0 only)."""
