@@ -317,6 +317,13 @@ class SACConfig(OffPolicyConfig):
 
 
 @dataclass
+class LoggerConfig:
+    """What a run records besides progress.txt, config.yaml and checkpoints (``logger:`` in config.yaml)."""
+
+    tensorboard: bool = MISSING
+
+
+@dataclass
 class RLExpConfig:
     """The whole experiment: one option of each group plus the top-level keys."""
 
@@ -325,6 +332,7 @@ class RLExpConfig:
     network: NetworkConfig = MISSING
     backend: Any = MISSING
     comm: CommConfig = MISSING
+    logger: LoggerConfig = MISSING
     seed: int = MISSING
     exp_name: str = MISSING
 

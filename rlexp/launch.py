@@ -23,6 +23,7 @@ from rlexp.config import CommConfig, RLExpConfig, load_config, to_container
 from rlexp.errors import RLExpError, WorkerError, report
 from rlexp.fileio import atomic_write_text
 from rlexp.logger import colorize, save_config
+from rlexp.provenance import collect, write_provenance
 from rlexp.worker import CONFIG_FILE
 
 
@@ -122,7 +123,8 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path) -> None:
 
 
 def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> None:
-    """Claim ``run_dir``: the resolved config (config.yaml), Spinning Up's config.json and the overrides.
+    """Claim ``run_dir``: the resolved config (config.yaml), Spinning Up's config.json, the overrides
+    and provenance.json (command line, git commit, package versions, machine, seeds).
 
     config.yaml is written exclusively, so a directory that already holds a run is never reused.
     """
@@ -131,6 +133,7 @@ def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> 
     atomic_write_text(run_dir / CONFIG_FILE, header + OmegaConf.to_yaml(resolved), exclusive=True)
     save_config(run_dir, resolved, cfg.exp_name)
     atomic_write_text(run_dir / "overrides.yaml", OmegaConf.to_yaml(list(overrides)), exclusive=True)
+    write_provenance(run_dir, collect(cfg, overrides))
 
 
 def launch(hydra_cfg: DictConfig) -> None:

@@ -1,4 +1,5 @@
-"""Spinning Up's Logger and EpochLogger: progress.txt, config.json and a console table per epoch.
+"""Spinning Up's Logger and EpochLogger: progress.txt, config.json, a console table per epoch and,
+optionally, TensorBoard event files with the same names.
 
 Same file format and column names as Spinning Up, so its plotting habits carry over: progress.txt is
 tab-separated with a header row. Only rank 0 prints and writes. Two faults of the original are fixed:
@@ -18,6 +19,7 @@ import numpy as np
 from rlexp import comm
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
+from rlexp.tblog import TensorBoardWriter
 
 _COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
 
@@ -64,6 +66,9 @@ class Logger:
     :param output_fname: name of the tab-separated log (Spinning Up's ``progress.txt``).
     :param exp_name: experiment name written into config.json.
     :param console: print the table of each epoch to stdout.
+    :param tensorboard: also write each row as TensorBoard scalars (same names as the columns) to an
+        event file beside progress.txt; the step is the row's TotalEnvInteracts, else the row number.
+        Needs ``output_dir``.
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class Logger:
         output_fname: str = "progress.txt",
         exp_name: str | None = None,
         console: bool = True,
+        tensorboard: bool = False,
     ) -> None:
         self.active = comm.proc_id() == 0
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -81,6 +87,8 @@ class Logger:
         self.log_headers: list[str] = []
         self.log_current_row: dict[str, Any] = {}
         self.output_file = None
+        self.tb_writer: TensorBoardWriter | None = None
+        self.rows = 0
         if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             path = self.output_dir / output_fname
@@ -91,6 +99,8 @@ class Logger:
                 raise RLExpError(
                     f"{path} already exists; refusing to overwrite an earlier run's log"
                 ) from None
+            if tensorboard:
+                self.tb_writer = TensorBoardWriter(self.output_dir)
             if self.console:
                 print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
 
@@ -132,15 +142,22 @@ class Logger:
                 out += "\t".join(str(v) for v in row.values()) + "\n"
                 self.output_file.write(out)  # one write per row: a reader never sees half a row
                 self.output_file.flush()
+            if self.tb_writer is not None:
+                step = row.get("TotalEnvInteracts", self.rows)
+                self.tb_writer.add_scalars(row, step if step != "" else self.rows)
+        self.rows += 1
         self.log_current_row.clear()
         self.first_row = False
         return row
 
     def close(self) -> None:
-        """Close progress.txt."""
+        """Close progress.txt and the TensorBoard event file."""
         if self.output_file is not None:
             self.output_file.close()
             self.output_file = None
+        if self.tb_writer is not None:
+            self.tb_writer.close()
+            self.tb_writer = None
 
 
 class EpochLogger(Logger):

@@ -42,7 +42,7 @@ def run(run_dir: Path) -> None:
     cfg = load_config(OmegaConf.load(path))
     prepare_backend(cfg)
     spec = ALGOS[cfg.algo.name]
-    logger = EpochLogger(run_dir, exp_name=cfg.exp_name)
+    logger = EpochLogger(run_dir, exp_name=cfg.exp_name, tensorboard=cfg.logger.tensorboard)
     try:
         spec.loop()(cfg, spec, run_dir, logger)
     finally:
