@@ -330,3 +330,22 @@ def test_tensorboard_is_off_by_default(tmp_path):
     log.dump_tabular()
     log.close()
     assert not list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_provenance_lists_every_rank_seed():
+    from rlexp.provenance import collect
+
+    from .conftest import composed
+
+    record = collect(composed("algo=sac", "env=Pendulum-v1", "comm.procs=3", "seed=7"), ["seed=7"], ["x"])
+    assert record["seeds"] == [
+        {"rank": 0, "seed": 7, "test_env_seed": 5007},
+        {"rank": 1, "seed": 10007, "test_env_seed": 15007},
+        {"rank": 2, "seed": 20007, "test_env_seed": 25007},
+    ]
+    assert (
+        record["mpi"] == {"world_size": 3}
+        and record["command"] == ["x"]
+        and record["overrides"] == ["seed=7"]
+    )
+    json.dumps(record)  # plain JSON
