@@ -8,9 +8,7 @@ once per combination with --multirun). Errors a user can cause are reported as o
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import secrets
 import sys
 from pathlib import Path
 
@@ -21,24 +19,17 @@ from hydra.errors import (
     MissingConfigException,
     OverrideParseException,
 )
-from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from rlexp.config import explain_error, register_configs
+from rlexp.config import explain_error, register_configs, register_resolvers
 from rlexp.errors import RLExpError
 from rlexp.launch import launch
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
-@functools.cache
-def _uid() -> str:
-    """Four random hex digits, fixed for this process: keeps run directories unique (``${rlexp.uid:}``)."""
-    return secrets.token_hex(2)
-
-
 register_configs()
-OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
+register_resolvers()
 _hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(launch)
 
 

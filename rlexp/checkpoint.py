@@ -6,6 +6,11 @@ arbitrary objects; numpy arrays are stored as tensors for that reason) as
 ``<run_dir>/checkpoints/epoch_<N>.pt``; the TensorFlow backend, which must not import torch, as
 ``epoch_<N>.npz``: the arrays in a numpy archive read with ``allow_pickle=False`` and the rest as
 JSON. N counts completed epochs.
+
+With MPI, rank r > 0 writes its own state (its RNGs, env episode, replay buffer) beside it as
+``epoch_<N>.rank<r>.pt``; rank 0 writes ``epoch_<N>.pt`` last, so a checkpoint is complete exactly
+when that file exists. Each checkpoint records the algorithm, backend, env and network that wrote
+it, and loading it into a different run is refused with one line.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rlexp import comm
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_bytes
 
@@ -41,6 +47,122 @@ def list_checkpoints(run_dir: str | os.PathLike) -> dict[int, Path]:
             if m:
                 found[int(m.group(1))] = p
     return dict(sorted(found.items()))
+
+
+def rank_path(path: str | os.PathLike, rank: int) -> Path:
+    """The file of ``rank`` in the checkpoint whose rank-0 file is ``path``."""
+    path = Path(path)
+    return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> tuple[int, Path] | None:
+    """(completed epochs, rank-0 path) of the newest complete checkpoint, or None."""
+    ckpts = list_checkpoints(run_dir)
+    return next(reversed(ckpts.items())) if ckpts else None
+
+
+def delete_checkpoint(path: str | os.PathLike) -> None:
+    """Remove a checkpoint: its rank-0 file first (it is no longer complete), then the other ranks'."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    for p in path.parent.glob(f"{path.stem}.rank*{path.suffix}"):
+        p.unlink(missing_ok=True)
+
+
+def prune_checkpoints(run_dir: str | os.PathLike, keep: int | None) -> None:
+    """Delete all but the newest ``keep`` checkpoints (None keeps all)."""
+    if keep is None:
+        return
+    for path in list(list_checkpoints(run_dir).values())[:-keep]:
+        delete_checkpoint(path)
+
+
+def checkpoint_meta(cfg: Any) -> dict[str, str]:
+    """What identifies the networks and data of a run; stored in and checked against checkpoints."""
+    net = cfg.network
+    return {
+        "algo": cfg.algo.name,
+        "backend": cfg.backend.name,
+        "env": cfg.env.id,
+        "network": f"{list(net.hidden_sizes)} {net.activation}",
+    }
+
+
+def check_meta(ckpt: dict[str, Any], cfg: Any, path: str | os.PathLike) -> None:
+    """Raise RLExpError unless the checkpoint ``ckpt`` read from ``path`` was written by a run like ``cfg``."""
+    want = checkpoint_meta(cfg)
+    have = {k: ckpt.get(k, want[k]) for k in want}  # keys missing from older checkpoints are not checked
+    if have != want:
+        desc = "algo={algo} backend={backend} env={env} network={network}"
+        raise RLExpError(
+            f"checkpoint {path} was written by {desc.format(**have)}; this run is {desc.format(**want)}"
+        )
+
+
+def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The identifying keys of a checkpoint (see :func:`checkpoint_meta`), read without loading its data.
+
+    Checks that the file is readable: a truncated or corrupt checkpoint is an RLExpError.
+    """
+    path = Path(path)
+    if path.suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(data["__meta__"].tobytes().decode())
+                names = set(data.files)
+            if names != {"__meta__", *_array_keys(meta)}:
+                raise ValueError("arrays missing")
+        except Exception as exc:
+            raise RLExpError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
+        return {k: v for k, v in meta.items() if k not in ("learner", "loop")}
+    ckpt = load_torch(path, map_location="cpu", mmap=True)
+    return {k: v for k, v in ckpt.items() if k not in ("learner", "loop")}
+
+
+def _array_keys(obj: Any) -> list[str]:
+    if isinstance(obj, dict):
+        if set(obj) == {"__array__"}:
+            return [obj["__array__"]]
+        return [k for v in obj.values() for k in _array_keys(v)]
+    if isinstance(obj, list):
+        return [k for v in obj for k in _array_keys(v)]
+    return []
+
+
+def save_checkpoint(
+    learner: Any, run_dir: str | os.PathLike, epoch: int, loop_state: dict[str, Any], keep: int | None
+) -> None:
+    """Every rank saves ``learner`` and its ``loop_state``; rank 0 last, then it prunes. A collective."""
+    rank, size = comm.proc_id(), comm.num_procs()
+    path = checkpoint_path(run_dir, epoch, learner.CHECKPOINT_SUFFIX)
+    loop_state = {**loop_state, "world_size": size}
+    if rank > 0:
+        learner.save(rank_path(path, rank), loop_state)
+    comm.barrier()
+    if rank == 0:
+        learner.save(path, loop_state)
+        prune_checkpoints(run_dir, keep)
+    comm.barrier()
+
+
+def restore_checkpoint(learner: Any, run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """Load this rank's part of the newest checkpoint into ``learner``; return its loop state (None: none)."""
+    latest = latest_checkpoint(run_dir)
+    if latest is None:
+        return None
+    rank, size = comm.proc_id(), comm.num_procs()
+    path = rank_path(latest[1], rank)
+    if not path.is_file():
+        raise RLExpError(
+            f"checkpoint {latest[1]} has no file for rank {rank} ({path.name}); it was written by fewer ranks"
+        )
+    loop = learner.load(path)
+    if int(loop.get("world_size", 1)) != size:
+        raise RLExpError(
+            f"checkpoint {latest[1]} was written by {loop.get('world_size')} MPI ranks; "
+            f"resume it with comm.procs={loop.get('world_size')}"
+        )
+    return loop
 
 
 def _to_torch(obj: Any) -> Any:
@@ -66,15 +188,18 @@ def save_torch(path: str | os.PathLike, state: dict[str, Any]) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def load_torch(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a checkpoint safely (``weights_only=True``). A missing or corrupt file is an RLExpError."""
+def load_torch(path: str | os.PathLike, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """Load a checkpoint safely (``weights_only=True``). A missing or corrupt file is an RLExpError.
+
+    ``mmap``: map the tensors instead of reading them (cheap when only the metadata is needed).
+    """
     import torch
 
     path = Path(path)
     if not path.is_file():
         raise RLExpError(f"checkpoint {path} does not exist")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as exc:  # truncated zip, wrong format, disallowed global ...
         raise RLExpError(
             f"checkpoint {path} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]})"

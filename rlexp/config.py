@@ -9,8 +9,10 @@ type cannot express are checked by each class's ``validate``. :func:`load_config
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
+import secrets
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -335,6 +337,7 @@ class RLExpConfig:
     logger: LoggerConfig = MISSING
     seed: int = MISSING
     exp_name: str = MISSING
+    resume: str | None = MISSING
 
     def validate(self) -> None:
         check(self.seed >= 0, f"seed={self.seed} is out of range; use an integer >= 0")
@@ -345,6 +348,28 @@ class RLExpConfig:
         self.algo.validate(self.comm.procs)
         for part in (self.env, self.network, self.backend, self.comm):
             part.validate()
+
+
+@functools.cache
+def _uid() -> str:
+    """Four random hex digits, fixed for this process: keeps run directories unique (``${rlexp.uid:}``)."""
+    return secrets.token_hex(2)
+
+
+def _job_dir(num: Any, swept: str) -> str:
+    """A sweep job's directory name: its number, then the values of the swept keys (``3_algo.lr=0.001,seed=1``)."""
+    return f"{num}_{swept}" if swept else str(num)
+
+
+def register_resolvers() -> None:
+    """The ``rlexp.*`` interpolations used in conf/config.yaml (idempotent).
+
+    Called wherever a Hydra config may be resolved: the entry point and any process a launcher
+    starts (joblib workers, SLURM jobs import :mod:`rlexp.launch`, which calls this).
+    """
+    OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
+    OmegaConf.register_new_resolver("rlexp.or", lambda a, b: b if a is None else a, replace=True)
+    OmegaConf.register_new_resolver("rlexp.job_dir", _job_dir, replace=True)
 
 
 def register_configs() -> None:

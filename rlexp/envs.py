@@ -150,3 +150,71 @@ class ActionScaler:
 
     def normalize(self, a: np.ndarray) -> np.ndarray:
         return ((a - self.center) / self.half).astype(np.float32)
+
+
+def rng_state(env: gym.Env) -> dict[str, Any]:
+    """The state of the env's own random generator (what its next ``reset()`` draws from)."""
+    return env.unwrapped.np_random.bit_generator.state
+
+
+def set_rng_state(env: gym.Env, state: dict[str, Any]) -> None:
+    env.unwrapped.np_random.bit_generator.state = state
+
+
+class EpisodeRecorder:
+    """Steps an env and keeps what rebuilds its running episode exactly: for checkpoints and resume.
+
+    gymnasium has no portable way to save an env's internal state (MuJoCo's physics, a time limit's
+    counter, a wrapper's buffers). But a seeded env is deterministic: the same generator state at
+    ``reset()`` and the same actions give the same episode. So this records the generator state
+    before the episode's reset and every action since, and :meth:`load_state_dict` replays them
+    (at most one episode, e.g. 1000 steps, about 0.1 s). It also carries the action space's
+    generator (random exploration in the off-policy loop).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self.actions: list[Any] = []
+        self.start: dict[str, Any] = {}
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Start an episode (seeding the env when ``seed`` is given); return the first observation."""
+        self.start = {"seed": seed} if seed is not None else {"rng": rng_state(self.env)}
+        self.actions = []
+        return self.env.reset(seed=seed)[0]
+
+    def step(self, action: Any) -> tuple[Any, ...]:
+        """``env.step(action)``, remembering the action."""
+        self.actions.append(action)
+        return self.env.step(action)
+
+    def state_dict(self, obs: np.ndarray) -> dict[str, Any]:
+        """The running episode (``obs`` is its current observation, checked when it is replayed)."""
+        discrete = isinstance(self.env.action_space, spaces.Discrete)
+        shape = () if discrete else self.env.action_space.shape
+        actions = np.asarray(self.actions, dtype=np.int64 if discrete else None).reshape(-1, *shape)
+        return {
+            "start": self.start,
+            "actions": actions,
+            "obs": np.asarray(obs),
+            "action_space_rng": self.env.action_space.np_random.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> np.ndarray:
+        """Replay the recorded episode; return its current observation. RLExpError if it differs."""
+        start = state["start"]
+        if "seed" in start:
+            obs = self.reset(seed=int(start["seed"]))
+        else:
+            set_rng_state(self.env, start["rng"])
+            obs = self.reset()
+        discrete = isinstance(self.env.action_space, spaces.Discrete)
+        for a in np.asarray(state["actions"]):
+            obs = self.step(int(a) if discrete else a)[0]
+        if not np.array_equal(np.asarray(obs), np.asarray(state["obs"])):
+            raise RLExpError(
+                f"env {self.env.spec.id if self.env.spec else self.env} did not replay its episode "
+                "identically, so this run cannot continue exactly from its checkpoint"
+            )
+        self.env.action_space.np_random.bit_generator.state = state["action_space_rng"]
+        return obs

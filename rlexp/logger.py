@@ -44,13 +44,18 @@ def convert_json(obj: Any) -> Any:
     return str(obj)
 
 
-def save_config(output_dir: str | os.PathLike, config: dict[str, Any], exp_name: str | None = None) -> None:
-    """Write Spinning Up's config.json (sorted keys, indent 4, exp_name added) atomically, never over an old one."""
+def save_config(
+    output_dir: str | os.PathLike, config: dict[str, Any], exp_name: str | None = None, exclusive: bool = True
+) -> None:
+    """Write Spinning Up's config.json (sorted keys, indent 4, exp_name added) atomically.
+
+    ``exclusive``: never over an existing one (False only when a resumed run's config changed).
+    """
     config = convert_json(config)
     if exp_name is not None:
         config = {**config, "exp_name": exp_name}
     text = json.dumps(config, separators=(",", ":\t"), indent=4, sort_keys=True)
-    atomic_write_text(Path(output_dir) / "config.json", text + "\n", exclusive=True)
+    atomic_write_text(Path(output_dir) / "config.json", text + "\n", exclusive=exclusive)
 
 
 def _fmt(val: Any) -> str:
@@ -66,9 +71,13 @@ class Logger:
     :param output_fname: name of the tab-separated log (Spinning Up's ``progress.txt``).
     :param exp_name: experiment name written into config.json.
     :param console: print the table of each epoch to stdout.
+    :param resume_rows: continue an existing log after its first ``resume_rows`` rows (the epochs of
+        the checkpoint a run resumes from); later rows, which the resumed run writes again, are
+        dropped. None: a new log, and an existing one is an error.
     :param tensorboard: also write each row as TensorBoard scalars (same names as the columns) to an
         event file beside progress.txt; the step is the row's TotalEnvInteracts, else the row number.
-        Needs ``output_dir``.
+        A resumed log starts a new event file that tells TensorBoard to drop the old file's values
+        from the resume point on (they are logged again). Needs ``output_dir``.
     """
 
     def __init__(
@@ -77,6 +86,7 @@ class Logger:
         output_fname: str = "progress.txt",
         exp_name: str | None = None,
         console: bool = True,
+        resume_rows: int | None = None,
         tensorboard: bool = False,
     ) -> None:
         self.active = comm.proc_id() == 0
@@ -92,17 +102,50 @@ class Logger:
         if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             path = self.output_dir / output_fname
-            try:
-                # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
-                self.output_file = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
-            except FileExistsError:
-                raise RLExpError(
-                    f"{path} already exists; refusing to overwrite an earlier run's log"
-                ) from None
+            restart_step = None
+            if resume_rows is not None and path.exists():
+                restart_step = self._continue(path, resume_rows)
+            else:
+                try:
+                    # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
+                    self.output_file = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
+                except FileExistsError:
+                    raise RLExpError(
+                        f"{path} already exists; refusing to overwrite an earlier run's log"
+                    ) from None
+                if self.console:
+                    print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
             if tensorboard:
-                self.tb_writer = TensorBoardWriter(self.output_dir)
-            if self.console:
-                print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
+                self.tb_writer = TensorBoardWriter(self.output_dir, restart_step)
+
+    def _continue(self, path: Path, rows: int) -> int:
+        """Open ``path`` for appending after its header and first ``rows`` rows; return the first
+        TensorBoard step the resumed run logs again (the last kept TotalEnvInteracts + 1, else ``rows``)."""
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        if not lines and rows == 0:  # the run stopped before its first row: start the log afresh
+            self.output_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
+            return 0
+        kept = lines[: rows + 1]
+        if len(kept) < rows + 1:
+            raise RLExpError(
+                f"{path} has {len(lines) - 1} rows, fewer than the {rows} epochs of its checkpoint"
+            )
+        if len(lines) > len(kept):  # epochs logged after the checkpoint: the resumed run logs them again
+            atomic_write_text(path, "".join(kept))
+        self.log_headers = kept[0].rstrip("\n").split("\t")
+        self.first_row = False
+        self.rows = rows
+        self.output_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        if self.console:
+            dropped = f"; dropped {len(lines) - len(kept)} later rows" if len(lines) > len(kept) else ""
+            print(colorize(f"Continuing {path} after epoch {rows}{dropped}", "green", bold=True), flush=True)
+        if rows > 0 and "TotalEnvInteracts" in self.log_headers:
+            last = kept[-1].rstrip("\n").split("\t")[self.log_headers.index("TotalEnvInteracts")]
+            try:
+                return int(float(last)) + 1
+            except ValueError:
+                pass
+        return rows
 
     def log(self, msg: str, color: str = "green") -> None:
         """Print a colorized message (rank 0 only)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rlexp.config import RLExpConfig
+from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
 
 PROVENANCE_FILE = "provenance.json"
@@ -131,6 +132,27 @@ def collect(cfg: RLExpConfig, overrides: list[str], argv: list[str] | None = Non
     }
 
 
-def write_provenance(run_dir: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` as provenance.json, atomically, never over an existing one."""
-    atomic_write_text(run_dir / PROVENANCE_FILE, json.dumps(record, indent=2) + "\n", exclusive=True)
+def write_provenance(run_dir: Path, record: dict[str, Any], resumed_after: int | None = None) -> Path:
+    """Write ``record`` atomically and never over an existing file; return where.
+
+    A new run writes provenance.json. Each continuation of it (``resume=``, or a re-run into the same
+    directory) adds ``provenance.resume<k>.json`` (k = 1, 2, ...) with ``resumed_after_epoch``: the
+    epochs of the checkpoint it continued from (0: from the start), so every command that
+    contributed to the run is on record.
+    """
+    text = json.dumps(
+        record if resumed_after is None else {**record, "resumed_after_epoch": resumed_after}, indent=2
+    )
+    if resumed_after is None:
+        path = run_dir / PROVENANCE_FILE
+        atomic_write_text(path, text + "\n", exclusive=True)
+        return path
+    for k in range(1, 10_000):
+        path = run_dir / f"provenance.resume{k}.json"
+        if not path.exists():
+            try:
+                atomic_write_text(path, text + "\n", exclusive=True)
+                return path
+            except RLExpError:  # another process took that name first: try the next one
+                continue
+    raise RLExpError(f"{run_dir} has 9999 provenance.resume<k>.json files; remove some")

@@ -14,9 +14,11 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from rlexp import comm
+from rlexp.checkpoint import latest_checkpoint
 from rlexp.config import RLExpConfig, load_config
 from rlexp.errors import RLExpError
 from rlexp.logger import EpochLogger
+from rlexp.stopping import Stopped, StopRequest
 
 CONFIG_FILE = "config.yaml"
 
@@ -32,8 +34,11 @@ def prepare_backend(cfg: RLExpConfig) -> None:
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
-def run(run_dir: Path) -> None:
-    """Train the experiment recorded in ``run_dir`` as this rank."""
+def run(run_dir: Path, stop: StopRequest) -> None:
+    """Train the experiment recorded in ``run_dir`` as this rank, from its newest checkpoint if any.
+
+    Raises :class:`rlexp.stopping.Stopped` when ``stop`` ended the run early (after a checkpoint).
+    """
     from rlexp.algos import ALGOS
 
     path = run_dir / CONFIG_FILE
@@ -42,9 +47,15 @@ def run(run_dir: Path) -> None:
     cfg = load_config(OmegaConf.load(path))
     prepare_backend(cfg)
     spec = ALGOS[cfg.algo.name]
-    logger = EpochLogger(run_dir, exp_name=cfg.exp_name, tensorboard=cfg.logger.tensorboard)
+    latest = latest_checkpoint(run_dir)
+    logger = EpochLogger(
+        run_dir,
+        exp_name=cfg.exp_name,
+        resume_rows=latest[0] if latest else 0,
+        tensorboard=cfg.logger.tensorboard,
+    )
     try:
-        spec.loop()(cfg, spec, run_dir, logger)
+        spec.loop()(cfg, spec, run_dir, logger, stop)
     finally:
         logger.close()
 
@@ -66,7 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         print("usage: python -m rlexp.worker RUN_DIR", file=sys.stderr)
         sys.exit(2)
     try:
-        run(Path(argv[0]))
+        with StopRequest(announce=False) as stop:  # the launcher announces and forwards the signal
+            run(Path(argv[0]), stop)
+    except Stopped:
+        sys.exit(0)  # checkpoint written; the launcher, which sent the signal, reports it
     except RLExpError as exc:
         print(f"rlexp: error (rank {comm.proc_id()}): {exc}", file=sys.stderr)
         _abort(exc.exit_code)

@@ -221,12 +221,20 @@ def play(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_torch_policy_deterministic_and_video(tmp_path):
-    """A fresh torch PPO run on HalfCheetah-v4: -d differs from sampling and repeats exactly; --video
-    writes an mp4 with one frame per reset and per step; only torch is imported."""
+    """A fresh torch PPO run on HalfCheetah-v4, resumed once: -d differs from sampling and repeats
+    exactly; --video writes an mp4 with one frame per reset and per step; only torch is imported."""
     run_dir = tmp_path / "run"
     train(run_dir, "env=HalfCheetah-v4", "algo.epochs=1", *TINY_PPO[1:])
+    res = run_cli(f"resume={run_dir}", "algo.epochs=2")  # continued: a second provenance record
+    assert res.returncode == 0, res.stderr[-2000:]
+    first = json.loads((run_dir / "provenance.json").read_text())
+    again = json.loads((run_dir / "provenance.resume1.json").read_text())
+    assert "resumed_after_epoch" not in first and again["resumed_after_epoch"] == 1
+    assert f"resume={run_dir}" in again["command"] and again["seeds"] == first["seeds"]
+
     det = play(run_dir, "-n", "2", "-l", "15", "-d")
     assert det.returncode == 0, det.stderr[-2000:]
+    assert f"Loaded the policy after epoch 2 of {run_dir}" in det.stdout
     assert "Using deterministic actions." in det.stdout and "imported: ['torch']" in det.stdout
     assert "AverageEpRet" in det.stdout and "MinEpRet" in det.stdout and "StdEpRet" in det.stdout
     det_eps = episodes(det.stdout)
@@ -349,3 +357,20 @@ def test_provenance_lists_every_rank_seed():
         and record["overrides"] == ["seed=7"]
     )
     json.dumps(record)  # plain JSON
+
+
+def test_resumed_log_replaces_the_tensorboard_values_it_logs_again(tmp_path):
+    def rows(log: EpochLogger, epochs: range, offset: float) -> None:
+        for epoch in epochs:
+            log.log_tabular("Epoch", epoch)
+            log.log_tabular("TotalEnvInteracts", 100 * (epoch + 1))
+            log.log_tabular("Loss", epoch + offset)
+            log.dump_tabular()
+        log.close()
+
+    rows(EpochLogger(tmp_path, tensorboard=True, console=False), range(3), 0.0)  # 3 epochs logged ...
+    # ... but the checkpoint holds 2: the resumed run logs epoch 2 again, with another value.
+    rows(EpochLogger(tmp_path, resume_rows=2, tensorboard=True, console=False), range(2, 4), 0.5)
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    assert read_scalars(tmp_path)["Loss"] == [(100, 0.0), (200, 1.0), (300, 2.5), (400, 3.5)]
+    assert pd.read_table(tmp_path / "progress.txt")["Loss"].tolist() == [0.0, 1.0, 2.5, 3.5]

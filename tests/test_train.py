@@ -80,10 +80,15 @@ def test_run_records_and_no_reuse_of_a_run_directory(tmp_path):
     cfg_text = (run_dir / "config.yaml").read_text()
     assert "pi_lr: 0.001" in cfg_text and "vf_lr: 0.001" in cfg_text  # the rates really used
     assert '"exp_name":\t"ppo_CartPole-v1"' in (run_dir / "config.json").read_text()
-    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    before = {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    # Another experiment in the same directory is refused, naming the first difference.
     res = run_cli(f"hydra.run.dir={run_dir}", *SMALL)
-    assert res.returncode == 2 and "already holds a run" in res.stderr and "Traceback" not in res.stderr
-    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "already holds a different run (algo.pi_lr: 0.001 there, 0.0003 now)" in res.stderr
+    # The same experiment again finds it finished and does nothing.
+    res = run_cli(f"hydra.run.dir={run_dir}", *SMALL, "algo.lr=1e-3")
+    assert res.returncode == 0 and "has finished its 3 epochs; nothing to do" in res.stdout
+    assert {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.mpi
@@ -120,17 +125,24 @@ def test_sigterm_reaches_the_ranks(tmp_path):
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
-    assert proc.returncode != 0
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, out[-2000:]
     time.sleep(1.0)
     ps = subprocess.run(["pgrep", "-f", f"rlexp.worker {run_dir}"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", "worker ranks outlived the run"
+    # Both ranks finished their epoch and saved their part of a checkpoint that matches the log.
+    epoch = max(list_checkpoints(run_dir))
+    assert f"stopped by SIGTERM after epoch {epoch}, checkpoint saved" in out
+    assert (run_dir / "checkpoints" / f"epoch_{epoch:06d}.rank1.pt").is_file()
+    assert len(pd.read_table(run_dir / "progress.txt")) == epoch
 
 
 def test_multirun_gives_each_job_its_own_directory(tmp_path):
+    """Two jobs at a time on this machine (hydra/launcher=parallel), each with one thread."""
     sweep = tmp_path / "sweep"
     res = run_cli(
         "--multirun",
+        "hydra/launcher=parallel",
         f"hydra.sweep.dir={sweep}",
         "seed=0,1",
         "algo.lr=1e-3,3e-4",
@@ -141,8 +153,14 @@ def test_multirun_gives_each_job_its_own_directory(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     runs = sorted(p.parent for p in sweep.glob("*/progress.txt"))
-    assert len(runs) == 4 and len({r.name for r in runs}) == 4
-    assert any("algo.lr=0.001" in r.name and r.name.endswith("seed=1") for r in runs)
+    # Named by the swept keys only (the fixed algo.epochs=1 ... are left out), numbered by job.
+    assert sorted(r.name for r in runs) == [
+        "0_algo.lr=0.001,seed=0",
+        "1_algo.lr=0.0003,seed=0",
+        "2_algo.lr=0.001,seed=1",
+        "3_algo.lr=0.0003,seed=1",
+    ]
+    assert all("threads: 1\n" in (r / "config.yaml").read_text() for r in runs)  # 2 cores / 2 jobs
 
 
 def test_plot_and_test_policy_read_a_finished_run(tmp_path):

@@ -13,6 +13,10 @@ With ``comm.procs = N`` every rank steps its own env and fills its own replay bu
   taken by all ranks together. The update-to-data ratio is therefore one gradient step per env step
   of one rank (Spinning Up's 1:1 when N = 1), i.e. 1/N gradient steps per global env step.
 gymnasium's ``terminated`` is the only terminal signal stored; a time-limit truncation bootstraps.
+
+Resume: as in the on-policy loop, a checkpoint after ``save_freq`` epochs, the last epoch and a stop
+signal's epoch; it also holds each rank's replay buffer and sampling RNG, the step counter and the
+test env's RNG. Every rank writes its own part (see :mod:`rlexp.checkpoint`).
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from rlexp import comm
 from rlexp.algos import AlgoSpec
 from rlexp.algos.on_policy import rank_seed
 from rlexp.buffers import ReplayBuffer
-from rlexp.checkpoint import checkpoint_path, list_checkpoints
+from rlexp.checkpoint import restore_checkpoint, save_checkpoint
 from rlexp.config import RLExpConfig
-from rlexp.envs import ActionScaler, make_env
+from rlexp.envs import ActionScaler, EpisodeRecorder, make_env, rng_state, set_rng_state
 from rlexp.logger import EpochLogger
+from rlexp.stopping import Stopped, StopRequest
 
 
 def test_agent(env: Any, learner: Any, scaler: ActionScaler, episodes: int, logger: EpochLogger) -> None:
@@ -46,8 +51,12 @@ def test_agent(env: Any, learner: Any, scaler: ActionScaler, episodes: int, logg
         logger.store(TestEpRet=ep_ret, TestEpLen=ep_len)
 
 
-def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) -> None:
-    """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``."""
+def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
+    """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``.
+
+    Continues from the newest checkpoint in ``run_dir`` if there is one. Raises :class:`Stopped`
+    after checkpointing when ``stop`` was requested before the last epoch.
+    """
     algo = cfg.algo
     rank, size = comm.proc_id(), comm.num_procs()
     seed = rank_seed(cfg.seed, rank)
@@ -61,39 +70,39 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
     replay = ReplayBuffer(env.observation_space.shape[0], learner.act_dim, algo.replay_size // size)
     test_episodes = len(range(rank, algo.num_test_episodes, size))  # this rank's share
 
-    start = time.time()
-    o, _ = env.reset(seed=seed)
-    ep_ret, ep_len, t = 0.0, 0, 0
-    for epoch in range(1, algo.epochs + 1):
+    episode = EpisodeRecorder(env)
+    state = restore_checkpoint(learner, run_dir)
+    if state is None:
+        first_epoch, elapsed, t = 0, 0.0, 0
+        o, ep_ret, ep_len = episode.reset(seed=seed), 0.0, 0
+    else:
+        first_epoch, elapsed, t = int(state["epoch"]), float(state["time"]), int(state["t"])
+        replay.load_state_dict(state["replay"])
+        rng.bit_generator.state = state["replay_rng"]
+        set_rng_state(test_env, state["test_env_rng"])
+        o, ep_ret, ep_len = (
+            episode.load_state_dict(state["episode"]),
+            float(state["ep_ret"]),
+            int(state["ep_len"]),
+        )
+
+    start = time.time() - elapsed
+    for epoch in range(first_epoch + 1, algo.epochs + 1):
         for _ in range(local_steps):
             a = scaler.normalize(env.action_space.sample()) if t < start_steps else learner.explore(o)
-            o2, r, terminated, truncated, _ = env.step(scaler.to_env(a))
+            o2, r, terminated, truncated, _ = episode.step(scaler.to_env(a))
             ep_ret += float(r)
             ep_len += 1
             replay.store(o, a, r, o2, terminated)
             o = o2
             if terminated or truncated:
                 logger.store(EpRet=ep_ret, EpLen=ep_len)
-                o, _ = env.reset()
-                ep_ret, ep_len = 0.0, 0
+                o, ep_ret, ep_len = episode.reset(), 0.0, 0
             t += 1
             if t >= update_after and t % algo.update_every == 0:
                 for _ in range(algo.update_every):
                     logger.store(**learner.update(replay.sample_batch(batch_size, rng)))
 
-        if epoch % algo.save_freq == 0 or epoch == algo.epochs:
-            if rank == 0:
-                learner.save(
-                    checkpoint_path(run_dir, epoch, learner.CHECKPOINT_SUFFIX),
-                    {
-                        "epoch": epoch,
-                        "t": t,
-                        "replay": replay.state_dict(),
-                        "replay_rng": rng.bit_generator.state,
-                    },
-                )
-                prune_checkpoints(run_dir, algo.keep_checkpoints)
-            comm.barrier()
         test_agent(test_env, learner, scaler, test_episodes, logger)
 
         logger.log_tabular("Epoch", epoch)
@@ -106,14 +115,24 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
         logger.log_tabular("Time", time.time() - start)
         logger.dump_tabular()
+
+        stopping = stop.agreed() and epoch < algo.epochs
+        if epoch % algo.save_freq == 0 or epoch == algo.epochs or stopping:
+            loop_state = {
+                "epoch": epoch,
+                "time": time.time() - start,
+                "t": t,
+                "replay": replay.state_dict(),
+                "replay_rng": rng.bit_generator.state,
+                "test_env_rng": rng_state(test_env),
+                "episode": episode.state_dict(o),
+                "ep_ret": ep_ret,
+                "ep_len": ep_len,
+            }
+            save_checkpoint(learner, run_dir, epoch, loop_state, keep=algo.keep_checkpoints)
+        if stopping:
+            env.close()
+            test_env.close()
+            raise Stopped(stop.signum or 0, epoch)
     env.close()
     test_env.close()
-
-
-def prune_checkpoints(run_dir: Path, keep: int | None) -> None:
-    """Delete all but the newest ``keep`` checkpoints (None keeps all)."""
-    if keep is None:
-        return
-    ckpts = list_checkpoints(run_dir)
-    for epoch in list(ckpts)[:-keep]:
-        ckpts[epoch].unlink()

@@ -7,6 +7,12 @@ gymnasium semantics: ``terminated`` ends a return (bootstrap value 0); ``truncat
 the end of an epoch bootstrap with V(s). An episode that is still running when an epoch ends goes on
 in the next epoch (Spinning Up reset it and lost the partial episode), so EpRet/EpLen describe whole
 episodes only.
+
+Resume: a checkpoint is written after the epochs given by ``save_freq``, after the last epoch, and
+after the epoch in which a stop signal arrived (:mod:`rlexp.stopping`). It holds the learner (networks,
+optimizers, RNGs) and this loop's state: the epoch, the episode in progress (replayed exactly on
+resume, see :class:`rlexp.envs.EpisodeRecorder`) and the elapsed time. A run that starts in a
+directory with a checkpoint continues after it and gives the same numbers as if it had not stopped.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from pathlib import Path
 from rlexp import comm
 from rlexp.algos import AlgoSpec
 from rlexp.buffers import GAEBuffer
-from rlexp.checkpoint import checkpoint_path
+from rlexp.checkpoint import restore_checkpoint, save_checkpoint
 from rlexp.config import RLExpConfig
-from rlexp.envs import action_dims, make_env
+from rlexp.envs import EpisodeRecorder, action_dims, make_env
 from rlexp.logger import EpochLogger
+from rlexp.stopping import Stopped, StopRequest
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -28,8 +35,12 @@ def rank_seed(seed: int, rank: int) -> int:
     return seed + 10000 * rank
 
 
-def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) -> None:
-    """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``."""
+def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
+    """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``.
+
+    Continues from the newest checkpoint in ``run_dir`` if there is one. Raises :class:`Stopped`
+    after checkpointing when ``stop`` was requested before the last epoch.
+    """
     algo = cfg.algo
     rank, size = comm.proc_id(), comm.num_procs()
     seed = rank_seed(cfg.seed, rank)
@@ -40,13 +51,24 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
     act_shape, act_dtype = action_dims(env.action_space)
     buf = GAEBuffer(env.observation_space.shape[0], act_shape, act_dtype, local_steps, algo.gamma, algo.lam)
 
-    start = time.time()
-    o, _ = env.reset(seed=seed)
-    ep_ret, ep_len = 0.0, 0
-    for epoch in range(algo.epochs):
+    episode = EpisodeRecorder(env)
+    state = restore_checkpoint(learner, run_dir)
+    if state is None:
+        first_epoch, elapsed = 0, 0.0
+        o, ep_ret, ep_len = episode.reset(seed=seed), 0.0, 0
+    else:
+        first_epoch, elapsed = int(state["epoch"]), float(state["time"])
+        o, ep_ret, ep_len = (
+            episode.load_state_dict(state["episode"]),
+            float(state["ep_ret"]),
+            int(state["ep_len"]),
+        )
+
+    start = time.time() - elapsed
+    for epoch in range(first_epoch, algo.epochs):
         for t in range(local_steps):
             a, v, logp = learner.step(o)
-            o2, r, terminated, truncated, _ = env.step(to_env(a))
+            o2, r, terminated, truncated, _ = episode.step(to_env(a))
             ep_ret += float(r)
             ep_len += 1
             buf.store(o, a, r, v, logp)
@@ -57,17 +79,9 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
                 buf.finish_path(0.0 if terminated else learner.value(o))
                 if terminated or truncated:
                     logger.store(EpRet=ep_ret, EpLen=ep_len)
-                    o, _ = env.reset()
-                    ep_ret, ep_len = 0.0, 0
+                    o, ep_ret, ep_len = episode.reset(), 0.0, 0
 
         logger.store(**learner.update(buf.get()))
-
-        if (epoch + 1) % algo.save_freq == 0 or epoch + 1 == algo.epochs:
-            if rank == 0:
-                learner.save(
-                    checkpoint_path(run_dir, epoch + 1, learner.CHECKPOINT_SUFFIX), {"epoch": epoch + 1}
-                )
-            comm.barrier()
 
         logger.log_tabular("Epoch", epoch)
         logger.log_tabular("EpRet", with_min_and_max=True)
@@ -78,4 +92,19 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger) 
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
         logger.log_tabular("Time", time.time() - start)
         logger.dump_tabular()
+
+        done = epoch + 1
+        stopping = stop.agreed() and done < algo.epochs
+        if done % algo.save_freq == 0 or done == algo.epochs or stopping:
+            loop_state = {
+                "epoch": done,
+                "time": time.time() - start,
+                "episode": episode.state_dict(o),
+                "ep_ret": ep_ret,
+                "ep_len": ep_len,
+            }
+            save_checkpoint(learner, run_dir, done, loop_state, keep=None)
+        if stopping:
+            env.close()
+            raise Stopped(stop.signum or 0, done)
     env.close()

@@ -18,7 +18,7 @@ import tensorflow as tf
 from gymnasium import spaces
 
 from rlexp import comm
-from rlexp.checkpoint import load_npz, save_npz
+from rlexp.checkpoint import check_meta, checkpoint_meta, load_npz, save_npz
 from rlexp.comm.tf import avg_grads, sync_variables
 from rlexp.config import RLExpConfig, TFBackendConfig
 from rlexp.errors import RLExpError
@@ -115,18 +115,18 @@ class TFLearner:
     def save(self, path: str | os.PathLike, loop_state: dict[str, Any]) -> None:
         save_npz(
             path,
-            {
-                "format": 1,
-                "algo": self.algo.name,
-                "backend": "tf",
-                "learner": self.state_dict(),
-                "loop": loop_state,
-            },
+            {"format": 1, **checkpoint_meta(self.cfg), "learner": self.state_dict(), "loop": loop_state},
         )
 
     def load(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Restore from ``path``; return the loop's state. A checkpoint of another run is an RLExpError."""
         ckpt = load_npz(path)
-        self.load_state_dict(ckpt["learner"])
+        check_meta(ckpt, self.cfg, path)
+        try:
+            self.load_state_dict(ckpt["learner"])
+        except (KeyError, ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RLExpError(f"checkpoint {path} does not fit this run's learner ({msg})") from None
         return ckpt["loop"]
 
 

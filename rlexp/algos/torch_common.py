@@ -14,9 +14,10 @@ import torch
 from gymnasium import spaces
 
 from rlexp import comm
-from rlexp.checkpoint import load_torch, save_torch
+from rlexp.checkpoint import check_meta, checkpoint_meta, load_torch, save_torch
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.config import BackendConfig, RLExpConfig
+from rlexp.errors import RLExpError
 from rlexp.nn.torch import ActorCritic
 
 
@@ -92,19 +93,18 @@ class TorchLearner:
         """Write this learner's state plus the loop's state (counters, RNGs, buffers) to ``path``."""
         save_torch(
             path,
-            {
-                "format": 1,
-                "algo": self.algo.name,
-                "backend": "torch",
-                "learner": self.state_dict(),
-                "loop": loop_state,
-            },
+            {"format": 1, **checkpoint_meta(self.cfg), "learner": self.state_dict(), "loop": loop_state},
         )
 
     def load(self, path: str | os.PathLike) -> dict[str, Any]:
-        """Restore from ``path``; return the loop's state."""
+        """Restore from ``path``; return the loop's state. A checkpoint of another run is an RLExpError."""
         ckpt = load_torch(path, map_location=self.device)
-        self.load_state_dict(ckpt["learner"])
+        check_meta(ckpt, self.cfg, path)
+        try:
+            self.load_state_dict(ckpt["learner"])
+        except (KeyError, RuntimeError, ValueError) as exc:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RLExpError(f"checkpoint {path} does not fit this run's learner ({msg})") from None
         return ckpt["loop"]
 
 
