@@ -46,6 +46,12 @@ def user_message(exc: BaseException) -> str | None:
     """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, RLExpError):
         return str(exc)
+    if type(exc).__module__.startswith("submitit") and isinstance(exc, RuntimeError):
+        # A job of a SLURM sweep failed; submitit's message holds the job's stderr tail.
+        lines = str(exc).splitlines()
+        job = lines[0].split(" with path")[0] if lines else "a job"
+        ours = [line.removeprefix("rlexp: error: ") for line in lines if line.startswith("rlexp: error: ")]
+        return f"SLURM {job} failed: {ours[-1] if ours else ' '.join(lines[1:3])}"
     if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.rpartition("/")
         hint = f" (any gymnasium id: env=gym env.id={option})" if group == "env" else ""

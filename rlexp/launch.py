@@ -12,11 +12,14 @@ or the preemption signal saves a checkpoint first (:mod:`rlexp.stopping`).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +196,24 @@ def launch(hydra_cfg: DictConfig) -> None:
         raise SystemExit(exc.exit_code) from None
 
 
+@contextlib.contextmanager
+def claim(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s lock (``.lock``, flock) while a job trains in it: two processes never share it.
+
+    The lock goes with the process that holds it, so a killed or requeued job never leaves it taken.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise RLExpError(f"{run_dir} is in use by another rlexp process; wait for it to end") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def concurrent_jobs(hc: Any) -> int:
     """How many jobs of this sweep run at once on this machine (Hydra's joblib launcher), else 1."""
     launcher = hc.launcher
@@ -278,8 +299,6 @@ def check_resumable(cfg: RLExpConfig, run_dir: Path) -> None:
 
 
 def _launch(hydra_cfg: DictConfig, hc: Any) -> None:
-    from rlexp import worker
-
     cfg = load_config(hydra_cfg)
     if cfg.resume is not None:
         cfg = resume_config(cfg, list(hc.overrides.task))
@@ -290,14 +309,22 @@ def _launch(hydra_cfg: DictConfig, hc: Any) -> None:
     if cfg.comm.procs > 1:
         find_mpiexec(cfg.comm)  # fail before the run directory is written
     run_dir = Path(cfg.resume or hc.runtime.output_dir)
-    if (run_dir / CONFIG_FILE).exists():
-        check_resumable(cfg, run_dir)
-        latest = latest_checkpoint(run_dir)
-        if latest is not None and latest[0] == cfg.algo.epochs:
-            print(
-                colorize(f"{run_dir} has finished its {latest[0]} epochs; nothing to do", "green", bold=True)
-            )
-            return
+    if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
+        _continue(cfg, run_dir)
+    else:
+        write_run_records(cfg, run_dir, list(hc.overrides.task))  # exclusive: claims the directory
+        with claim(run_dir):
+            _train(cfg, run_dir)
+
+
+def _continue(cfg: RLExpConfig, run_dir: Path) -> None:
+    """Train on in a directory that holds a run: the same run again (a requeued job), or ``resume=``."""
+    check_resumable(cfg, run_dir)  # before anything is written
+    latest = latest_checkpoint(run_dir)
+    if latest is not None and latest[0] == cfg.algo.epochs:
+        print(colorize(f"{run_dir} has finished its {latest[0]} epochs; nothing to do", "green", bold=True))
+        return
+    with claim(run_dir):
         if cfg.resume is not None:
             update_run_records(cfg, run_dir)
         write_provenance(run_dir, collect(cfg, list(hc.overrides.task)), latest[0] if latest else 0)
@@ -307,10 +334,12 @@ def _launch(hydra_cfg: DictConfig, hc: Any) -> None:
             else "from the start (it stopped before its first checkpoint)"
         )
         print(colorize(f"Continuing {run_dir} {where}", "green", bold=True), flush=True)
-    else:
-        if cfg.resume is not None:
-            raise RLExpError(f"resume={run_dir}: no {CONFIG_FILE} there; give the directory of an rlexp run")
-        write_run_records(cfg, run_dir, list(hc.overrides.task))
+        _train(cfg, run_dir)
+
+
+def _train(cfg: RLExpConfig, run_dir: Path) -> None:
+    from rlexp import worker
+
     if cfg.comm.procs == 1:
         with StopRequest() as stop:
             worker.run(run_dir, stop)

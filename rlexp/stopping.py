@@ -50,11 +50,17 @@ class StopRequest:
 
     :param on_signal: also called with the signal number (the launcher uses it to tell mpiexec).
     :param announce: print one line when a signal arrives.
+    :param restore: put the previous handlers back on exit. An MPI rank that stopped keeps this
+        handler instead: SLURM signals every process of a job step and mpiexec forwards the signal
+        too, so late copies can arrive while the rank exits, and USR2's default action kills.
     """
 
-    def __init__(self, on_signal: Callable[[int], None] | None = None, announce: bool = True) -> None:
+    def __init__(
+        self, on_signal: Callable[[int], None] | None = None, announce: bool = True, restore: bool = True
+    ) -> None:
         self.on_signal = on_signal
         self.announce = announce
+        self.restore = restore
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
 
@@ -65,12 +71,14 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
+        if self.restore:
+            for s, handler in self._previous.items():
+                signal.signal(s, handler)
         self._previous.clear()
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if self.signum is not None and signum == signal.SIGINT:
+            self.restore = True
             self.__exit__()
             raise KeyboardInterrupt  # the second Ctrl-C: stop now, without a checkpoint
         first = self.signum is None

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         print("usage: python -m rlexp.worker RUN_DIR", file=sys.stderr)
         sys.exit(2)
     try:
-        with StopRequest(announce=False) as stop:  # the launcher announces and forwards the signal
+        # The launcher announces the signal and forwards it; a stopped rank keeps ignoring late copies.
+        with StopRequest(announce=False, restore=False) as stop:
             run(Path(argv[0]), stop)
     except Stopped:
         sys.exit(0)  # checkpoint written; the launcher, which sent the signal, reports it

@@ -143,16 +143,19 @@ def _wait_for_rows(run_dir: Path, rows: int, timeout: float = 120) -> None:
 
 
 def test_ctrl_c_saves_a_checkpoint_and_the_same_job_continues_it(tmp_path):
-    args = (*CASES["ppo-torch"], "algo.epochs=8")
+    args = (*CASES["ppo-torch"], "algo.epochs=30")
     run_dir, whole = tmp_path / "run", tmp_path / "whole"
     proc = _start(run_dir, *args)
     _wait_for_rows(run_dir, 1)
+    # While it trains, the same job started again is refused: one process per run directory.
+    res = run_cli(f"hydra.run.dir={run_dir}", *args)
+    assert res.returncode == 2 and "is in use by another rlexp process" in res.stderr
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out[-2000:]
     assert "got SIGINT: finishing this epoch and saving a checkpoint" in out
     stopped = max(list_checkpoints(run_dir))
-    assert 1 <= stopped < 8 and f"stopped by SIGINT after epoch {stopped}, checkpoint saved" in out
+    assert 1 <= stopped < 30 and f"stopped by SIGINT after epoch {stopped}, checkpoint saved" in out
     assert len(pd.read_table(run_dir / "progress.txt")) == stopped
     # Running the same job again (what a requeued SLURM job does) continues it.
     train(run_dir, *args)
