@@ -310,15 +310,18 @@ def _launch(hydra_cfg: DictConfig, hc: Any) -> None:
         find_mpiexec(cfg.comm)  # fail before the run directory is written
     run_dir = Path(cfg.resume or hc.runtime.output_dir)
     if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
-        _continue(cfg, run_dir)
+        _continue(cfg, run_dir, list(hc.overrides.task))
     else:
         write_run_records(cfg, run_dir, list(hc.overrides.task))  # exclusive: claims the directory
         with claim(run_dir):
             _train(cfg, run_dir)
 
 
-def _continue(cfg: RLExpConfig, run_dir: Path) -> None:
-    """Train on in a directory that holds a run: the same run again (a requeued job), or ``resume=``."""
+def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> None:
+    """Train on in a directory that holds a run: the same run again (a requeued job), or ``resume=``.
+
+    ``overrides``: this job's command-line overrides, recorded in its provenance.resume<k>.json.
+    """
     check_resumable(cfg, run_dir)  # before anything is written
     latest = latest_checkpoint(run_dir)
     if latest is not None and latest[0] == cfg.algo.epochs:
@@ -327,7 +330,7 @@ def _continue(cfg: RLExpConfig, run_dir: Path) -> None:
     with claim(run_dir):
         if cfg.resume is not None:
             update_run_records(cfg, run_dir)
-        write_provenance(run_dir, collect(cfg, list(hc.overrides.task)), latest[0] if latest else 0)
+        write_provenance(run_dir, collect(cfg, overrides), latest[0] if latest else 0)
         where = (
             f"after epoch {latest[0]}"
             if latest
