@@ -319,6 +319,13 @@ class SACConfig(OffPolicyConfig):
 
 
 @dataclass
+class LoggerConfig:
+    """What a run records besides progress.txt, config.yaml and checkpoints (``logger:`` in config.yaml)."""
+
+    tensorboard: bool = MISSING
+
+
+@dataclass
 class RLExpConfig:
     """The whole experiment: one option of each group plus the top-level keys."""
 
@@ -327,6 +334,7 @@ class RLExpConfig:
     network: NetworkConfig = MISSING
     backend: Any = MISSING
     comm: CommConfig = MISSING
+    logger: LoggerConfig = MISSING
     seed: int = MISSING
     exp_name: str = MISSING
     resume: str | None = MISSING

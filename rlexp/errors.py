@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+from typing import NoReturn
+
 
 class RLExpError(Exception):
     """A problem in the user's input (config, env id, files): printed as ``rlexp: error: <msg>``."""
@@ -21,8 +25,6 @@ class WorkerError(RLExpError):
 
 def report(exc: RLExpError, context: str = "") -> None:
     """Print ``exc`` as the one line ``rlexp: error: [context: ]message`` on stderr."""
-    import sys
-
     prefix = f"{context}: " if context else ""
     print(f"rlexp: error: {prefix}{exc}", file=sys.stderr, flush=True)
 
@@ -31,3 +33,15 @@ def check(condition: bool, message: str) -> None:
     """Raise :class:`ConfigError` with ``message`` unless ``condition`` holds."""
     if not condition:
         raise ConfigError(message)
+
+
+def argument_parser(**kwargs: object) -> argparse.ArgumentParser:
+    """An ``argparse.ArgumentParser`` whose usage errors (unknown option, bad value) are one line
+    ``rlexp: error: <prog>: ...`` and exit status 2, like every other error a user can cause."""
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            print(f"rlexp: error: {self.prog}: {message} (see --help)", file=sys.stderr, flush=True)
+            raise SystemExit(2)
+
+    return _Parser(**kwargs)  # type: ignore[arg-type]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from rlexp.errors import RLExpError
@@ -45,3 +47,31 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, exclusive: bool 
 def atomic_write_text(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> None:
     """Text version of :func:`atomic_write_bytes` (UTF-8)."""
     atomic_write_bytes(path, text.encode("utf-8"), exclusive=exclusive)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, *, exclusive: bool = False) -> Iterator[Path]:
+    """For files written by another program or library (a video encoder): yield a temporary path in
+    ``path``'s directory; when the block ends without an error, move it to ``path`` in one step.
+
+    On an error the temporary file is removed and ``path`` is untouched. ``exclusive`` as in
+    :func:`atomic_write_bytes`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise RLExpError(f"{path} already exists; refusing to overwrite it") from None
+        else:
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -32,6 +32,7 @@ from rlexp.config import CommConfig, RLExpConfig, load_config, register_resolver
 from rlexp.errors import RLExpError, WorkerError, report
 from rlexp.fileio import atomic_write_text
 from rlexp.logger import colorize, save_config
+from rlexp.provenance import collect, write_provenance
 from rlexp.stopping import Stopped, StopRequest, hand_over
 from rlexp.worker import CONFIG_FILE
 
@@ -147,7 +148,8 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path) -> None:
 
 
 def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> None:
-    """Claim ``run_dir``: the resolved config (config.yaml), Spinning Up's config.json and the overrides.
+    """Claim ``run_dir``: the resolved config (config.yaml), Spinning Up's config.json, the overrides
+    and provenance.json (command line, git commit, package versions, machine, seeds).
 
     config.yaml is written exclusively, so a directory that already holds a run is never reused.
     """
@@ -156,6 +158,7 @@ def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> 
     atomic_write_text(run_dir / CONFIG_FILE, header + OmegaConf.to_yaml(resolved), exclusive=True)
     save_config(run_dir, resolved, cfg.exp_name)
     atomic_write_text(run_dir / "overrides.yaml", OmegaConf.to_yaml(list(overrides)), exclusive=True)
+    write_provenance(run_dir, collect(cfg, overrides))
 
 
 def update_run_records(cfg: RLExpConfig, run_dir: Path) -> None:
@@ -312,15 +315,18 @@ def _launch(hydra_cfg: DictConfig, hc: Any) -> None:
         find_mpiexec(cfg.comm)  # fail before the run directory is written
     run_dir = Path(cfg.resume or hc.runtime.output_dir)
     if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
-        _continue(cfg, run_dir)
+        _continue(cfg, run_dir, list(hc.overrides.task))
     else:
         write_run_records(cfg, run_dir, list(hc.overrides.task))  # exclusive: claims the directory
         with claim(run_dir):
             _train(cfg, run_dir)
 
 
-def _continue(cfg: RLExpConfig, run_dir: Path) -> None:
-    """Train on in a directory that holds a run: the same run again (a requeued job), or ``resume=``."""
+def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> None:
+    """Train on in a directory that holds a run: the same run again (a requeued job), or ``resume=``.
+
+    ``overrides``: this job's command-line overrides, recorded in its provenance.resume<k>.json.
+    """
     check_resumable(cfg, run_dir)  # before anything is written
     latest = latest_checkpoint(run_dir)
     if latest is not None and latest[0] == cfg.algo.epochs:
@@ -329,6 +335,7 @@ def _continue(cfg: RLExpConfig, run_dir: Path) -> None:
     with claim(run_dir):
         if cfg.resume is not None:
             update_run_records(cfg, run_dir)
+        write_provenance(run_dir, collect(cfg, overrides), latest[0] if latest else 0)
         where = (
             f"after epoch {latest[0]}"
             if latest

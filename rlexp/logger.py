@@ -1,4 +1,5 @@
-"""Spinning Up's Logger and EpochLogger: progress.txt, config.json and a console table per epoch.
+"""Spinning Up's Logger and EpochLogger: progress.txt, config.json, a console table per epoch and,
+optionally, TensorBoard event files with the same names.
 
 Same file format and column names as Spinning Up, so its plotting habits carry over: progress.txt is
 tab-separated with a header row. Only rank 0 prints and writes. Two faults of the original are fixed:
@@ -18,6 +19,7 @@ import numpy as np
 from rlexp import comm
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
+from rlexp.tblog import TensorBoardWriter
 
 _COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
 
@@ -72,6 +74,10 @@ class Logger:
     :param resume_rows: continue an existing log after its first ``resume_rows`` rows (the epochs of
         the checkpoint a run resumes from); later rows, which the resumed run writes again, are
         dropped. None: a new log, and an existing one is an error.
+    :param tensorboard: also write each row as TensorBoard scalars (same names as the columns) to an
+        event file beside progress.txt; the step is the row's TotalEnvInteracts, else the row number.
+        A resumed log starts a new event file that tells TensorBoard to drop the old file's values
+        from the resume point on (they are logged again). Needs ``output_dir``.
     """
 
     def __init__(
@@ -81,6 +87,7 @@ class Logger:
         exp_name: str | None = None,
         console: bool = True,
         resume_rows: int | None = None,
+        tensorboard: bool = False,
     ) -> None:
         self.active = comm.proc_id() == 0
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -90,28 +97,34 @@ class Logger:
         self.log_headers: list[str] = []
         self.log_current_row: dict[str, Any] = {}
         self.output_file = None
+        self.tb_writer: TensorBoardWriter | None = None
+        self.rows = 0
         if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             path = self.output_dir / output_fname
+            restart_step = None
             if resume_rows is not None and path.exists():
-                self._continue(path, resume_rows)
-                return
-            try:
-                # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
-                self.output_file = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
-            except FileExistsError:
-                raise RLExpError(
-                    f"{path} already exists; refusing to overwrite an earlier run's log"
-                ) from None
-            if self.console:
-                print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
+                restart_step = self._continue(path, resume_rows)
+            else:
+                try:
+                    # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
+                    self.output_file = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
+                except FileExistsError:
+                    raise RLExpError(
+                        f"{path} already exists; refusing to overwrite an earlier run's log"
+                    ) from None
+                if self.console:
+                    print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
+            if tensorboard:
+                self.tb_writer = TensorBoardWriter(self.output_dir, restart_step)
 
-    def _continue(self, path: Path, rows: int) -> None:
-        """Open ``path`` for appending after its header and first ``rows`` rows."""
+    def _continue(self, path: Path, rows: int) -> int:
+        """Open ``path`` for appending after its header and first ``rows`` rows; return the first
+        TensorBoard step the resumed run logs again (the last kept TotalEnvInteracts + 1, else ``rows``)."""
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
         if not lines and rows == 0:  # the run stopped before its first row: start the log afresh
             self.output_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
-            return
+            return 0
         kept = lines[: rows + 1]
         if len(kept) < rows + 1:
             raise RLExpError(
@@ -121,10 +134,18 @@ class Logger:
             atomic_write_text(path, "".join(kept))
         self.log_headers = kept[0].rstrip("\n").split("\t")
         self.first_row = False
+        self.rows = rows
         self.output_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         if self.console:
             dropped = f"; dropped {len(lines) - len(kept)} later rows" if len(lines) > len(kept) else ""
             print(colorize(f"Continuing {path} after epoch {rows}{dropped}", "green", bold=True), flush=True)
+        if rows > 0 and "TotalEnvInteracts" in self.log_headers:
+            last = kept[-1].rstrip("\n").split("\t")[self.log_headers.index("TotalEnvInteracts")]
+            try:
+                return int(float(last)) + 1
+            except ValueError:
+                pass
+        return rows
 
     def log(self, msg: str, color: str = "green") -> None:
         """Print a colorized message (rank 0 only)."""
@@ -164,15 +185,22 @@ class Logger:
                 out += "\t".join(str(v) for v in row.values()) + "\n"
                 self.output_file.write(out)  # one write per row: a reader never sees half a row
                 self.output_file.flush()
+            if self.tb_writer is not None:
+                step = row.get("TotalEnvInteracts", self.rows)
+                self.tb_writer.add_scalars(row, step if step != "" else self.rows)
+        self.rows += 1
         self.log_current_row.clear()
         self.first_row = False
         return row
 
     def close(self) -> None:
-        """Close progress.txt."""
+        """Close progress.txt and the TensorBoard event file."""
         if self.output_file is not None:
             self.output_file.close()
             self.output_file = None
+        if self.tb_writer is not None:
+            self.tb_writer.close()
+            self.tb_writer = None
 
 
 class EpochLogger(Logger):

@@ -1,120 +1,533 @@
-"""``python -m rlexp.plot LOGDIR...``: learning curves of runs and sweeps, written to an image file.
+"""``python -m rlexp.plot LOGDIR... [options]`` (``rlexp-plot``): learning curves and summary tables.
 
-Every directory below the given ones that holds a progress.txt is a run. Runs are grouped into
-conditions by their exp_name (or --legend per logdir); each condition is drawn as the mean over its
-runs with a shaded band of one standard deviation (seaborn lineplot), Spinning Up style.
+Spinning Up's ``plot`` for rlexp run and sweep directories, written to image files instead of a window.
+
+Finding runs. Every directory at or below each LOGDIR that holds a progress.txt is a run: a LOGDIR may
+be one run, a sweep (a Hydra multirun root), any folder above them, or a path prefix (``outputs/sweeps/2026-11-2``
+takes every entry of ``outputs/sweeps`` whose name starts with ``2026-11-2``).
+
+Conditions. Runs are grouped into conditions by what differs between them: the Hydra overrides of each
+job (overrides.yaml; a key a run did not override takes its value from that run's config.yaml), except
+``seed``. A sweep over ``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per learning rate, each the
+mean over its three seeds with a shaded band of one standard deviation (``--ci``: a bootstrap
+confidence interval instead). Runs that differ in nothing else are one condition named by their
+exp_name. ``--legend`` names the conditions by LOGDIR instead, as in Spinning Up.
+
+Output. One figure per ``--value``; PNG unless ``--output`` ends in .svg or .pdf; by default
+``plot_<value>.png`` in LOGDIR (or in the folder that holds all the runs). An existing file is never
+replaced unless ``--force`` is given. ``--table`` also prints a markdown summary per condition and
+writes it as CSV. ``--show`` also opens a window, when a display exists.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import io
+import math
+import os
 import sys
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rlexp.errors import RLExpError
+from rlexp.errors import RLExpError, argument_parser, report
+from rlexp.fileio import atomic_write_bytes, atomic_write_text
 
 if TYPE_CHECKING:
     import pandas as pd
 
+# Override keys that tell seeds apart: runs differing only in these are one condition.
+SEED_KEYS = ("seed",)
+IMAGE_FORMATS = (".png", ".svg", ".pdf")
+ESTIMATORS = ("mean", "median", "min", "max")
+PERFORMANCE = "Performance"
+BOOTSTRAP_SAMPLES = 2000
 
-def find_runs(logdirs: list[str]) -> list[Path]:
-    """Every run directory (holding progress.txt) at or below each logdir, or whose path starts with it."""
-    runs: list[Path] = []
+
+@dataclass
+class Run:
+    """One run directory and what plot reads from it."""
+
+    path: Path
+    progress: pd.DataFrame
+    overrides: dict[str, str] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    exp_name: str = "exp"
+    logdir: int = 0  # index of the LOGDIR argument it was found under
+    performance_of: str | None = None  # the column that Performance copies
+
+
+def resolve_logdirs(logdirs: list[str]) -> list[list[Path]]:
+    """For each LOGDIR, the directories it stands for: itself if it is one, else every sibling it prefixes."""
+    out = []
     for logdir in logdirs:
         path = Path(logdir)
-        roots = [path] if path.is_dir() else sorted(path.parent.glob(path.name + "*"))
+        if path.is_dir():
+            out.append([path])
+        else:
+            parent = path.parent if path.parent.is_dir() else None
+            out.append(sorted(p for p in parent.iterdir() if p.name.startswith(path.name)) if parent else [])
+    return out
+
+
+def find_runs(logdirs: list[str]) -> list[tuple[Path, int]]:
+    """(run directory, index of its LOGDIR) for every run below the LOGDIRs, each run once."""
+    found: dict[Path, int] = {}
+    for i, roots in enumerate(resolve_logdirs(logdirs)):
         for root in roots:
-            runs += sorted(p.parent for p in root.rglob("progress.txt"))
-    if not runs:
-        raise RLExpError(f"no runs (directories with a progress.txt) found under: {' '.join(logdirs)}")
-    return runs
+            candidates = [root / "progress.txt"] if root.is_file() else sorted(root.rglob("progress.txt"))
+            for progress in candidates:
+                found.setdefault(progress.parent.resolve(), i)
+    if not found:
+        raise RLExpError(
+            f"no runs (directories holding a progress.txt) found under: {' '.join(logdirs)}; "
+            "give run or sweep directories, or a path prefix"
+        )
+    return list(found.items())
 
 
-def load_runs(runs: list[Path], legend: list[str] | None, logdirs: list[str]) -> pd.DataFrame:
+def parse_overrides(items: list[Any]) -> dict[str, str]:
+    """``["algo.lr=0.001", "+x=1", "~y"]`` -> ``{"algo.lr": "0.001", "x": "1", "y": "(deleted)"}``."""
+    out = {}
+    for item in items:
+        text = str(item)
+        if text.startswith("~"):
+            out[text[1:].split("=", 1)[0]] = "(deleted)"
+            continue
+        key, sep, value = text.lstrip("+").partition("=")
+        if sep and not key.startswith("hydra."):
+            out[key] = value
+    return out
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise RLExpError(
+            f"{path} cannot be read ({type(exc).__name__}); is the run directory intact?"
+        ) from None
+
+
+def read_run(path: Path, logdir: int) -> Run | None:
+    """The run at ``path``; None when its progress.txt has no epoch yet."""
+    import json
+
     import pandas as pd
 
-    frames = []
-    for i, run in enumerate(runs):
-        df = pd.read_table(run / "progress.txt")
-        if df.empty:
-            continue
-        cfg_file = run / "config.json"
-        name = json.loads(cfg_file.read_text()).get("exp_name", "exp") if cfg_file.is_file() else "exp"
-        if legend:
-            name = next(
-                lg for lg, d in zip(legend, logdirs, strict=True) if str(run).startswith(str(Path(d)))
-            )
-        df["Condition"] = name
-        df["Unit"] = i
-        df["Performance"] = df["AverageTestEpRet"] if "AverageTestEpRet" in df else df["AverageEpRet"]
-        frames.append(df)
-    if not frames:
-        raise RLExpError("every progress.txt found is empty (no epoch finished yet)")
-    return pd.concat(frames, ignore_index=True)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m rlexp.plot", description=__doc__.splitlines()[0])
-    parser.add_argument("logdir", nargs="+", help="run or sweep directories, or path prefixes")
-    parser.add_argument("--legend", "-l", nargs="*", help="one legend entry per logdir")
-    parser.add_argument("--xaxis", "-x", default="TotalEnvInteracts", help="column for the x axis")
-    parser.add_argument(
-        "--value", "-y", default=["Performance"], nargs="*", help="columns to plot, one figure each"
-    )
-    parser.add_argument("--smooth", "-s", type=int, default=1, help="moving-average window in epochs")
-    parser.add_argument(
-        "--output", "-o", help="image file (PNG, SVG or PDF by extension) for the first value"
-    )
-    args = parser.parse_args(argv)
     try:
-        if args.legend and len(args.legend) != len(args.logdir):
-            raise RLExpError(f"--legend has {len(args.legend)} entries for {len(args.logdir)} logdirs")
-        plot(args)
-    except RLExpError as exc:
-        print(f"rlexp.plot: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        progress = pd.read_table(path / "progress.txt")
+    except pd.errors.EmptyDataError:
+        return None
+    if progress.empty:
+        return None
+    run = Run(path, progress, logdir=logdir)
+    if (path / "overrides.yaml").is_file():
+        run.overrides = parse_overrides(_read_yaml(path / "overrides.yaml") or [])
+    if (path / "config.yaml").is_file():
+        run.config = _read_yaml(path / "config.yaml") or {}
+    name = run.config.get("exp_name")
+    if name is None and (path / "config.json").is_file():
+        try:
+            name = json.loads((path / "config.json").read_text()).get("exp_name")
+        except (OSError, ValueError):
+            name = None
+    run.exp_name = str(name) if name is not None else "exp"
+    for col in ("AverageTestEpRet", "AverageEpRet"):  # Spinning Up's Performance
+        if col in progress and progress[col].notna().any():
+            progress[PERFORMANCE] = progress[col]
+            run.performance_of = col
+            break
+    return run
+
+
+def config_value(config: dict[str, Any], key: str) -> str:
+    """The value of dotted ``key`` in a resolved config, as a legend would show it."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return "(default)"
+        node = node[part]
+    if isinstance(node, dict):  # a group choice such as algo=sac or env=Hopper-v4
+        for name_key in ("name", "id"):
+            if name_key in node:
+                return str(node[name_key])
+        return "(default)"
+    return str(node)
+
+
+def _sort_key(label: str) -> tuple:
+    parts = []
+    for piece in label.replace(", ", "=").split("="):
+        try:
+            parts.append((0, float(piece), ""))
+        except ValueError:
+            parts.append((1, 0.0, piece))
+    return tuple(parts)
+
+
+def label_conditions(runs: list[Run], legend: list[str] | None) -> tuple[list[str], str | None]:
+    """The condition of each run and the legend's title.
+
+    With ``legend``: the entry of each run's LOGDIR. Otherwise the non-seed overrides whose values
+    differ between runs, as ``key=value, key=value`` (with one such key, it is the title and the
+    legend shows its values only); none gives each run's exp_name.
+    """
+    if legend:
+        return [legend[r.logdir] for r in runs], None
+    keys: list[str] = []
+    for run in runs:
+        keys += [k for k in run.overrides if k not in keys and k not in SEED_KEYS]
+    values = [{k: r.overrides.get(k, config_value(r.config, k)) for k in keys} for r in runs]
+    varying = [k for k in keys if len({v[k] for v in values}) > 1]
+    if not varying:
+        return [r.exp_name for r in runs], None
+    labels = [", ".join(f"{k}={v[k]}" for k in varying) for v in values]
+    return labels, varying[0] if len(varying) == 1 else None
+
+
+def select_runs(runs: list[Run], select: list[str] | None, exclude: list[str] | None) -> list[Run]:
+    """Keep runs whose path or overrides contain every ``select`` substring and no ``exclude`` one."""
+
+    def text(run: Run) -> str:
+        return f"{run.path} " + " ".join(f"{k}={v}" for k, v in run.overrides.items())
+
+    kept = [
+        r
+        for r in runs
+        if all(s in text(r) for s in select or []) and not any(s in text(r) for s in exclude or [])
+    ]
+    if not kept:
+        raise RLExpError(
+            f"no run matches --select {' '.join(select or [])} --exclude {' '.join(exclude or [])} "
+            f"(of {len(runs)} runs found)"
+        )
+    return kept
+
+
+def check_columns(runs: list[Run], columns: list[str]) -> None:
+    """Every run must have every column."""
+    for run in runs:
+        for col in columns:
+            if col not in run.progress:
+                have = [c for c in run.progress.columns if all(c in r.progress for r in runs)]
+                hint = " (it is AverageTestEpRet, else AverageEpRet)" if col == PERFORMANCE else ""
+                raise RLExpError(
+                    f"column {col!r}{hint} is not in {run.path / 'progress.txt'}; "
+                    f"columns of every run: {', '.join(have)}"
+                )
+
+
+def smooth(y: Any, window: int) -> Any:
+    """Spinning Up's smoothing: a centred moving average of ``window`` points, normalised at the ends."""
+    import numpy as np
+
+    if window <= 1:
+        return y
+    y = np.asarray(y, dtype=float)
+    kernel = np.ones(window)
+    return np.convolve(y, kernel, "same") / np.convolve(np.ones_like(y), kernel, "same")
+
+
+def output_path(base: Path, value: str, explicit: str | None, n_values: int, suffix: str, stem: str) -> Path:
+    """Where the figure or table of ``value`` goes: ``explicit`` (+ ``_<value>`` when there are several
+    values), else ``base/<stem>_<value><suffix>``."""
+    if explicit:
+        path = Path(explicit)
+        return path if n_values == 1 else path.with_name(f"{path.stem}_{value}{path.suffix}")
+    return base / f"{stem}_{value}{suffix}"
+
+
+def default_dir(logdirs: list[str], runs: list[Run]) -> Path:
+    """Beside the data: the one LOGDIR given, else the deepest folder holding every run."""
+    if len(logdirs) == 1 and Path(logdirs[0]).is_dir():
+        return Path(logdirs[0])
+    return Path(os.path.commonpath([str(r.path) for r in runs]))
+
+
+def final_values(run: Run, value: str) -> dict[str, float]:
+    """The last logged ``value`` of a run (its last non-NaN entry), with its steps and wall time."""
+    import numpy as np
+
+    df = run.progress
+    col = df[value].dropna()
+    last = float(col.iloc[-1]) if len(col) else math.nan
+    steps = float(df["TotalEnvInteracts"].iloc[-1]) if "TotalEnvInteracts" in df else math.nan
+    wall = float(df["Time"].iloc[-1]) if "Time" in df else math.nan
+    sps = steps / wall if wall > 0 else math.nan
+    return {"final": last, "steps": steps, "time": wall, "sps": sps if np.isfinite(sps) else math.nan}
+
+
+def iqm_ci(x: Any, level: float) -> tuple[float, float, float]:
+    """Interquartile mean of ``x`` and its percentile-bootstrap confidence interval at ``level`` percent."""
+    import numpy as np
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    iqm = float(stats.trim_mean(x, 0.25))
+    if len(x) < 2:
+        return iqm, math.nan, math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (x,),
+            lambda s, axis: stats.trim_mean(s, 0.25, axis=axis),
+            n_resamples=BOOTSTRAP_SAMPLES,
+            confidence_level=level / 100,
+            method="percentile",
+            rng=np.random.default_rng(0),
+        )
+    return iqm, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def summary_table(runs: list[Run], labels: list[str], value: str, level: float) -> pd.DataFrame:
+    """One row per condition: the final ``value`` over its runs (mean, std, IQM with a bootstrap CI),
+    the number of runs, and the mean steps, wall time and steps per second."""
+    import numpy as np
+    import pandas as pd
+
+    per_run = pd.DataFrame(
+        [{"condition": lab, **final_values(r, value)} for r, lab in zip(runs, labels, strict=True)]
+    )
+    rows = []
+    for cond in sorted(set(labels), key=_sort_key):
+        g = per_run[per_run["condition"] == cond]
+        finals = g["final"].to_numpy()
+        iqm, low, high = iqm_ci(finals, level)
+        rows.append(
+            {
+                "condition": cond,
+                "value": value,
+                "seeds": len(g),
+                "final_mean": float(np.nanmean(finals)) if np.isfinite(finals).any() else math.nan,
+                "final_std": float(pd.Series(finals).std(ddof=1)) if len(finals) > 1 else math.nan,
+                "final_iqm": iqm,
+                "iqm_ci_low": low,
+                "iqm_ci_high": high,
+                "steps": float(g["steps"].mean()),
+                "wall_time_s": float(g["time"].mean()),
+                "steps_per_s": float(g["sps"].mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """A pipe table with numbers to 4 significant digits."""
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:.4g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def has_display() -> bool:
+    """Whether a window can be shown (macOS and Windows always; elsewhere an X or Wayland display)."""
+    return sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+
+
+def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args: argparse.Namespace) -> Any:
+    """The figure of ``value`` against ``args.xaxis``: a seaborn lineplot, one line per condition."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    frames = []
+    for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        df = run.progress[[args.xaxis, value]].copy()
+        df[value] = smooth(df[value], args.smooth)
+        shown = label.split("=", 1)[1] if title else label  # the title names the one key
+        df["Condition"] = f"{shown}-{i}" if args.count else shown
+        df["Run"] = i
+        frames.append(df)
+    data = pd.concat(frames, ignore_index=True)
+    hue_order = sorted(data["Condition"].unique(), key=_sort_key)
+    errorbar = None if args.count else (("ci", args.ci) if args.ci is not None else "sd")
+    sns.set_theme(style="darkgrid", font_scale=1.2)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    sns.lineplot(
+        data=data,
+        x=args.xaxis,
+        y=value,
+        hue="Condition",
+        hue_order=hue_order,
+        estimator=args.est,
+        errorbar=errorbar,
+        n_boot=BOOTSTRAP_SAMPLES,
+        seed=0,
+        ax=ax,
+    )
+    sources = {r.performance_of for r in runs}
+    if value == PERFORMANCE and len(sources) == 1:
+        ax.set_ylabel(f"{PERFORMANCE} ({sources.pop()})")
+    names = sorted({r.exp_name for r in runs})
+    ax.set_title(", ".join(names) if len(names) <= 3 else f"{len(names)} experiments")
+    legend = ax.get_legend()
+    if legend is not None:
+        legend.set_title(title)
+    if data[args.xaxis].max() > 5e3:  # Spinning Up's scientific notation for large step counts
+        ax.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
+    fig.tight_layout(pad=0.5)
+    return fig
 
 
 def plot(args: argparse.Namespace) -> None:
+    """Load the runs, then write (and print) every figure and table that ``args`` asks for."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    show = args.show and has_display()
+    if not show:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
-    import seaborn as sns
 
-    runs = find_runs(args.logdir)
-    data = load_runs(runs, args.legend, args.logdir)
+    found = find_runs(args.logdir)
+    runs = [r for r in (read_run(p, i) for p, i in found) if r is not None]
+    if not runs:
+        raise RLExpError(f"every progress.txt under {' '.join(args.logdir)} is empty (no epoch finished yet)")
+    runs = select_runs(runs, args.select, args.exclude)
+    check_columns(runs, [args.xaxis, *args.value])
+    labels, title = label_conditions(runs, args.legend)
+
+    base = default_dir(args.logdir, runs)
+    n = len(args.value)
+    figures = {v: output_path(base, v, args.output, n, ".png", "plot") for v in args.value}
+    tables = (
+        {v: output_path(base, v, args.table or None, n, ".csv", "summary") for v in args.value}
+        if args.table is not None
+        else {}
+    )
+    for path in figures.values():
+        if path.suffix.lower() not in IMAGE_FORMATS:
+            raise RLExpError(
+                f"--output {path}: unknown image type {path.suffix!r}; use one of: {', '.join(IMAGE_FORMATS)}"
+            )
+    if not args.force:
+        for path in [*figures.values(), *tables.values()]:
+            if path.exists():
+                raise RLExpError(f"{path} already exists; pass --force to replace it, or choose another path")
+
+    print("Plotting from:")
+    for run, label in zip(runs, labels, strict=True):
+        print(f"  {run.path}  [{label}]")
     for value in args.value:
-        for col in (args.xaxis, value):
-            if col not in data:
-                raise RLExpError(f"column {col!r} is not in progress.txt; columns: {', '.join(data.columns)}")
-    print("Plotting from:\n" + "\n".join(f"  {r}" for r in runs))
-    sns.set_theme(style="darkgrid", font_scale=1.2)
-    for i, value in enumerate(args.value):
-        df = data.copy()
-        if args.smooth > 1:
-            kernel = np.ones(args.smooth)
-            for _, idx in df.groupby("Unit").groups.items():
-                y = df.loc[idx, value].to_numpy(dtype=float)
-                df.loc[idx, value] = np.convolve(y, kernel, "same") / np.convolve(
-                    np.ones_like(y), kernel, "same"
-                )
-        fig, ax = plt.subplots(figsize=(8, 5))
-        sns.lineplot(data=df, x=args.xaxis, y=value, hue="Condition", units=None, errorbar="sd", ax=ax)
-        ax.set_title(value)
-        fig.tight_layout()
-        first = Path(args.logdir[0])
-        out = (
-            Path(args.output)
-            if args.output and i == 0
-            else (first if first.is_dir() else runs[0]) / f"plot_{value}.png"
-        )
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
-        print(f"Wrote {out}")
+        fig = draw(runs, labels, title, value, args)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=figures[value].suffix.lower()[1:], dpi=150)
+        atomic_write_bytes(figures[value], buf.getvalue(), exclusive=not args.force)
+        print(f"Wrote {figures[value]}")
+        if not show:
+            plt.close(fig)
+        if value in tables:
+            level = args.ci if args.ci is not None else 95.0
+            df = summary_table(runs, labels, value, level)
+            print(
+                f"\nFinal {value} per condition (last epoch of each run; IQM with a {level:g}% bootstrap CI):"
+            )
+            print(to_markdown(df) + "\n")
+            atomic_write_text(tables[value], df.to_csv(index=False), exclusive=not args.force)
+            print(f"Wrote {tables[value]}")
+    if args.show and not show:
+        print("rlexp.plot: no display; the figures were only written to files", file=sys.stderr)
+    if show:
+        plt.show()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; the names and meanings of Spinning Up's options are kept."""
+    parser = argument_parser(
+        prog="python -m rlexp.plot",
+        description=__doc__.splitlines()[0].split(": ", 1)[1],
+        epilog="Conditions, outputs and defaults: see the module docstring (python -c 'import rlexp.plot; help(rlexp.plot)').",
+    )
+    parser.add_argument(
+        "logdir", nargs="+", help="run or sweep directories, folders above them, or path prefixes"
+    )
+    parser.add_argument(
+        "--legend", "-l", nargs="*", help="one legend entry per LOGDIR (conditions then follow the LOGDIRs)"
+    )
+    parser.add_argument(
+        "--xaxis", "-x", default="TotalEnvInteracts", help="progress.txt column of the x axis"
+    )
+    parser.add_argument(
+        "--value",
+        "-y",
+        default=[PERFORMANCE],
+        nargs="+",
+        help="columns to plot, one figure each; Performance = AverageTestEpRet if logged, else AverageEpRet",
+    )
+    parser.add_argument(
+        "--count", action="store_true", help="one curve per run instead of one per condition (no band)"
+    )
+    parser.add_argument(
+        "--smooth", "-s", type=int, default=1, help="moving-average window in epochs, per run (1: none)"
+    )
+    parser.add_argument(
+        "--select", nargs="*", help="keep runs whose path or overrides contain every one of these strings"
+    )
+    parser.add_argument(
+        "--exclude", nargs="*", help="drop runs whose path or overrides contain any of these strings"
+    )
+    parser.add_argument(
+        "--est", default="mean", choices=ESTIMATORS, help="the line: this statistic over a condition's runs"
+    )
+    parser.add_argument(
+        "--ci",
+        type=float,
+        nargs="?",
+        const=95.0,
+        default=None,
+        metavar="LEVEL",
+        help="band: a bootstrap confidence interval of LEVEL percent (default 95) instead of one std",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        help="image file (.png, .svg or .pdf); with several values each gets _<value> before the extension",
+    )
+    parser.add_argument(
+        "--table",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="CSV",
+        help="also print a summary per condition (markdown) and write it as CSV "
+        "(default: summary_<value>.csv beside the figure)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace figures and tables that already exist")
+    parser.add_argument(
+        "--show", action="store_true", help="also show the figures in a window, if a display exists"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m rlexp.plot`` and ``rlexp-plot``."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.legend and len(args.legend) != len(args.logdir):
+            raise RLExpError(
+                f"--legend has {len(args.legend)} entries for {len(args.logdir)} LOGDIRs; give one per LOGDIR"
+            )
+        if args.smooth < 1:
+            raise RLExpError(f"--smooth {args.smooth} is out of range; use a window of 1 or more epochs")
+        if args.ci is not None and not 0 < args.ci < 100:
+            raise RLExpError(f"--ci {args.ci:g} is out of range; use a level between 0 and 100 (e.g. 95)")
+        plot(args)
+    except RLExpError as exc:
+        report(exc)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -1,97 +1,265 @@
-"""``python -m rlexp.test_policy RUN_DIR``: run a trained policy and report its episode returns.
+"""``python -m rlexp.test_policy RUN_DIR [options]`` (``rlexp-test-policy``): run a trained policy.
 
-The env and the policy are rebuilt from RUN_DIR/config.yaml and a checkpoint (never from pickled
-objects). Options follow Spinning Up's test_policy.
+Spinning Up's ``test_policy`` for rlexp runs of either backend. The environment and the policy are
+rebuilt from RUN_DIR/config.yaml and a checkpoint (``checkpoints/epoch_N.pt`` or ``.npz``), never from
+pickled objects, so a custom env works whenever its id can be made. Each episode's return and length
+are printed, then a summary (mean, std, max, min) in the logger's table.
+
+``--deterministic`` acts with the policy's mean (Gaussian policies, SAC's tanh of the mean) or most
+likely action (categorical policies), for every algorithm; DDPG and TD3 policies are deterministic
+either way (they act without exploration noise here). Without it, stochastic policies sample.
+
+``--video PATH.mp4`` renders every frame offscreen (no display needed; MuJoCo uses EGL unless
+MUJOCO_GL says otherwise) and writes an H.264 mp4 with one frame after each reset and one after each
+step, at the env's own frame rate unless ``--fps`` is given. A window is shown only without
+``--video``, without ``--norender`` and when a display exists.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from omegaconf import OmegaConf
+import numpy as np
 
 from rlexp.checkpoint import list_checkpoints
-from rlexp.errors import RLExpError
+from rlexp.errors import RLExpError, argument_parser, report
+from rlexp.fileio import atomic_output
+
+Policy = Callable[[np.ndarray], Any]
 
 
-def load_policy_and_env(run_dir: Path, itr: int = -1, render: bool = False):
-    """(env, learner, epoch, to_env) of a run: the env from its config, the learner loaded from a
-    checkpoint, and the map from the learner's actions to the env's."""
+def load_policy_and_env(
+    run_dir: str | os.PathLike, itr: int = -1, deterministic: bool = False, render_mode: str | None = None
+) -> tuple[Any, Policy, int]:
+    """(env, get_action, epoch) of a run, as Spinning Up's function of that name.
+
+    :param run_dir: an rlexp run directory (config.yaml + checkpoints/).
+    :param itr: which checkpoint, by completed epochs; -1 takes the last one.
+    :param deterministic: get_action returns the mean / most likely action instead of a sample.
+    :param render_mode: passed to ``gymnasium.make`` (``"human"``, ``"rgb_array"`` or None).
+    :returns: the env made from the run's config, a function from one observation to the action
+        ``env.step`` takes, and the epoch of the checkpoint loaded.
+    """
+    from omegaconf import OmegaConf
+
     from rlexp.algos import ALGOS
     from rlexp.config import load_config
     from rlexp.envs import make_env
     from rlexp.worker import CONFIG_FILE, prepare_backend
 
+    run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
-        raise RLExpError(f"{run_dir} is not an rlexp run directory (no {CONFIG_FILE})")
-    cfg = load_config(OmegaConf.load(run_dir / CONFIG_FILE))
-    prepare_backend(cfg)
+        raise RLExpError(
+            f"{run_dir} is not an rlexp run directory (no {CONFIG_FILE}); give the directory of one run"
+        )
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
-        raise RLExpError(f"{run_dir} has no checkpoint yet (checkpoints/epoch_N.pt)")
+        raise RLExpError(
+            f"{run_dir} has no checkpoint (checkpoints/epoch_N.pt or .npz); it is written every "
+            "algo.save_freq epochs and after the last one"
+        )
     epoch = max(ckpts) if itr < 0 else itr
     if epoch not in ckpts:
         raise RLExpError(
             f"--itr {itr}: no checkpoint after epoch {itr}; available: {', '.join(map(str, ckpts))}"
         )
-    env = make_env(cfg.env, render_mode="human" if render else None)
+    cfg = load_config(OmegaConf.load(run_dir / CONFIG_FILE))
     cfg.comm.procs = 1
-    learner = ALGOS[cfg.algo.name].learner_class(cfg.backend.name)(
-        env.observation_space, env.action_space, cfg, 0
-    )
+    prepare_backend(cfg)
+    spec = ALGOS[cfg.algo.name]
+    env = make_env(cfg.env, render_mode=render_mode)
+    learner = spec.learner_class(cfg.backend.name)(env.observation_space, env.action_space, cfg, cfg.seed)
     learner.load(ckpts[epoch])
-    return env, learner, epoch, ALGOS[cfg.algo.name].env_action(env.action_space)
+    to_env = spec.env_action(env.action_space)
+
+    def get_action(obs: np.ndarray) -> Any:
+        return to_env(learner.act(obs, deterministic=deterministic))
+
+    return env, get_action, epoch
+
+
+class VideoWriter:
+    """Stream RGB frames into an H.264 mp4 through imageio-ffmpeg's bundled ffmpeg."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        self.path, self.fps = path, fps
+        self.frames = 0
+        self._gen: Any = None
+
+    def add(self, frame: Any) -> None:
+        """Append one frame (height x width x 3, uint8)."""
+        import imageio_ffmpeg
+
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        if self._gen is None:
+            h, w = frame.shape[:2]
+            self._gen = imageio_ffmpeg.write_frames(
+                str(self.path),
+                (w, h),
+                fps=self.fps,
+                codec="libx264",
+                pix_fmt_in="rgb24",
+                pix_fmt_out="yuv420p",  # what every player opens
+                macro_block_size=2,  # yuv420p needs even sizes; pads odd ones instead of rescaling
+                output_params=["-movflags", "+faststart"],
+                ffmpeg_log_level="error",
+            )
+            self._gen.send(None)
+        self._gen.send(frame)
+        self.frames += 1
+
+    def close(self) -> None:
+        """Finish the file (ffmpeg writes the index)."""
+        if self._gen is not None:
+            self._gen.close()
+            self._gen = None
+
+
+def render_frame(env: Any) -> Any:
+    """``env.render()`` in rgb_array mode; a failure to render offscreen is the user's to fix."""
+    try:
+        frame = env.render()
+    except Exception as exc:
+        raise RLExpError(
+            f"{env.spec.id if env.spec else 'the env'} cannot render offscreen ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); for MuJoCo set MUJOCO_GL=egl or osmesa"
+        ) from None
+    if frame is None:
+        raise RLExpError("the env returned no frame from render(); it does not support rgb_array rendering")
+    return frame
 
 
 def run_policy(
-    env, learner, to_env, max_ep_len: int, num_episodes: int, deterministic: bool, seed: int
-) -> None:
-    """Play ``num_episodes`` episodes; print each and a summary table (EpRet, EpLen)."""
+    env: Any,
+    get_action: Policy,
+    max_ep_len: int = 0,
+    num_episodes: int = 100,
+    seed: int = 0,
+    video: VideoWriter | None = None,
+) -> list[tuple[float, int]]:
+    """Play ``num_episodes`` episodes; print each one and a summary table (EpRet, EpLen).
+
+    :param max_ep_len: end an episode after this many steps (0: only the env's own limit).
+    :param seed: seed of the first reset (the later resets continue its random stream).
+    :param video: when given, the frame after every reset and every step is added to it.
+    :returns: (return, length) of each episode.
+    """
     from rlexp.logger import EpochLogger
 
     logger = EpochLogger(None)
+    episodes = []
     o, _ = env.reset(seed=seed)
-    ep_ret, ep_len, n = 0.0, 0, 0
-    while n < num_episodes:
-        o, r, terminated, truncated, _ = env.step(to_env(learner.act(o, deterministic)))
+    if video is not None:
+        video.add(render_frame(env))
+    ep_ret, ep_len = 0.0, 0
+    while len(episodes) < num_episodes:
+        o, r, terminated, truncated, _ = env.step(get_action(o))
         ep_ret += float(r)
         ep_len += 1
+        if video is not None:
+            video.add(render_frame(env))
         if terminated or truncated or (max_ep_len > 0 and ep_len == max_ep_len):
             logger.store(EpRet=ep_ret, EpLen=ep_len)
-            print(f"Episode {n} \t EpRet {ep_ret:.3f} \t EpLen {ep_len}")
-            o, _ = env.reset()
-            ep_ret, ep_len, n = 0.0, 0, n + 1
+            print(f"Episode {len(episodes)} \t EpRet {ep_ret:.3f} \t EpLen {ep_len}", flush=True)
+            episodes.append((ep_ret, ep_len))
+            ep_ret, ep_len = 0.0, 0
+            if len(episodes) < num_episodes:
+                o, _ = env.reset()
+                if video is not None:
+                    video.add(render_frame(env))
     logger.log_tabular("EpRet", with_min_and_max=True)
     logger.log_tabular("EpLen", average_only=True)
     logger.dump_tabular()
+    return episodes
+
+
+def has_display() -> bool:
+    """Whether a window can be opened."""
+    return sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+
+
+def build_parser() -> Any:
+    """The command line; Spinning Up's options keep their names and meanings."""
+    parser = argument_parser(
+        prog="python -m rlexp.test_policy",
+        description="Run a trained policy of an rlexp run and report its episode returns.",
+    )
+    parser.add_argument("run_dir", help="an rlexp run directory (holding config.yaml and checkpoints/)")
+    parser.add_argument(
+        "--len", "-l", type=int, default=0, help="cut episodes after this many steps (0: the env's own limit)"
+    )
+    parser.add_argument("--episodes", "-n", type=int, default=100, help="number of episodes to play")
+    parser.add_argument(
+        "--norender", "-nr", action="store_true", help="no window (there is none without a display anyway)"
+    )
+    parser.add_argument(
+        "--itr", "-i", type=int, default=-1, help="checkpoint to load, by completed epochs (-1: the last)"
+    )
+    parser.add_argument(
+        "--deterministic",
+        "-d",
+        action="store_true",
+        help="act with the mean / most likely action instead of sampling (every algorithm)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode's reset")
+    parser.add_argument(
+        "--video", metavar="PATH.mp4", help="record the episodes offscreen into this mp4 file"
+    )
+    parser.add_argument(
+        "--fps", type=float, default=None, help="frame rate of the video (default: the env's)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing video file")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m rlexp.test_policy", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="an rlexp run directory")
-    parser.add_argument(
-        "--len", "-l", type=int, default=0, help="max episode length (0: the env's own limit)"
-    )
-    parser.add_argument("--episodes", "-n", type=int, default=100, help="number of episodes")
-    parser.add_argument(
-        "--norender", "-nr", action="store_true", help="do not render (the default without a display)"
-    )
-    parser.add_argument(
-        "--itr", "-i", type=int, default=-1, help="checkpoint: epochs completed (-1: the last)"
-    )
-    parser.add_argument("--deterministic", "-d", action="store_true", help="mean / most likely action")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode's reset")
-    args = parser.parse_args(argv)
-    render = not args.norender and bool(os.environ.get("DISPLAY"))
+    """Entry point of ``python -m rlexp.test_policy`` and ``rlexp-test-policy``."""
+    args = build_parser().parse_args(argv)
     try:
-        env, learner, epoch, to_env = load_policy_and_env(Path(args.run_dir), args.itr, render)
+        if args.episodes < 1:
+            raise RLExpError(f"--episodes {args.episodes} is out of range; play at least 1 episode")
+        if args.len < 0:
+            raise RLExpError(f"--len {args.len} is out of range; use 0 (the env's limit) or more steps")
+        if args.fps is not None and args.fps <= 0:
+            raise RLExpError(f"--fps {args.fps:g} is out of range; use a frame rate > 0")
+        video_path = Path(args.video) if args.video else None
+        if video_path is not None:
+            if video_path.suffix.lower() != ".mp4":
+                raise RLExpError(f"--video {video_path}: the file must end in .mp4")
+            if video_path.exists() and not args.force:
+                raise RLExpError(
+                    f"{video_path} already exists; pass --force to replace it, or choose another path"
+                )
+            if not has_display():
+                os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo renders offscreen headless
+            render_mode = "rgb_array"
+        else:
+            render_mode = "human" if not args.norender and has_display() else None
+        env, get_action, epoch = load_policy_and_env(args.run_dir, args.itr, args.deterministic, render_mode)
         print(f"Loaded the policy after epoch {epoch} of {args.run_dir}")
-        run_policy(env, learner, to_env, args.len, args.episodes, args.deterministic, args.seed)
+        print(
+            "Using deterministic actions." if args.deterministic else "Using sampled actions (the default)."
+        )
+        if video_path is None:
+            run_policy(env, get_action, args.len, args.episodes, args.seed)
+        else:
+            fps = args.fps or float(env.metadata.get("render_fps") or 30)
+            with atomic_output(video_path, exclusive=not args.force) as tmp:
+                video = VideoWriter(tmp, fps)
+                try:
+                    run_policy(env, get_action, args.len, args.episodes, args.seed, video)
+                finally:
+                    video.close()
+            print(f"Wrote {video_path} ({video.frames} frames at {fps:g} fps)")
+        env.close()
     except RLExpError as exc:
-        print(f"rlexp.test_policy: error: {exc}", file=sys.stderr)
+        report(exc)
         sys.exit(exc.exit_code)
 
 

@@ -48,7 +48,12 @@ def run(run_dir: Path, stop: StopRequest) -> None:
     prepare_backend(cfg)
     spec = ALGOS[cfg.algo.name]
     latest = latest_checkpoint(run_dir)
-    logger = EpochLogger(run_dir, exp_name=cfg.exp_name, resume_rows=latest[0] if latest else 0)
+    logger = EpochLogger(
+        run_dir,
+        exp_name=cfg.exp_name,
+        resume_rows=latest[0] if latest else 0,
+        tensorboard=cfg.logger.tensorboard,
+    )
     try:
         spec.loop()(cfg, spec, run_dir, logger, stop)
     finally:

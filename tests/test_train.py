@@ -85,7 +85,7 @@ def test_run_records_and_no_reuse_of_a_run_directory(tmp_path):
     # Another experiment in the same directory is refused, naming the first difference.
     res = run_cli(f"hydra.run.dir={run_dir}", *SMALL)
     assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert "already holds a different run (algo.pi_lr: 0.001 there, 0.0003 now)" in res.stderr
+    assert "already holds a different run (algo.lr: 0.001 there, None now)" in res.stderr
     # The same experiment again finds it finished and does nothing.
     res = run_cli(f"hydra.run.dir={run_dir}", *SMALL, "algo.lr=1e-3")
     assert res.returncode == 0 and "has finished its 3 epochs; nothing to do" in res.stdout

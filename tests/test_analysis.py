@@ -1,0 +1,376 @@
+"""plot, test_policy (with video), TensorBoard event files and provenance.json, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from rlexp.logger import EpochLogger
+
+from .conftest import ROOT, run_cli, train
+
+TINY_PPO = ["algo.epochs=2", "algo.steps_per_epoch=200", "algo.train_pi_iters=2", "algo.train_v_iters=2"]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk; fails unless the file is a PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
+    """tag -> [(step, value)] from the event files in ``logdir``, read by TensorBoard's own reader."""
+    # TensorBoard's stub of the TF file API, so reading does not import TensorFlow into the tests.
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def episodes(stdout: str) -> list[tuple[float, int]]:
+    """(EpRet, EpLen) of each 'Episode i  EpRet r  EpLen n' line test_policy printed."""
+    return [(float(r), int(n)) for r, n in re.findall(r"EpRet (-?[\d.]+) \t EpLen (\d+)", stdout)]
+
+
+def test_sweep_plot_table_tensorboard_and_provenance(tmp_path):
+    """A real sweep (2 learning rates x 2 seeds): one curve per rate, a table from the progress files,
+    TensorBoard scalars named as the columns, and a provenance record per job."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun",
+        f"hydra.sweep.dir={sweep}",
+        "seed=0,1",
+        "algo.lr=1e-3,3e-4",
+        "logger.tensorboard=true",
+        *TINY_PPO,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = sorted(p.parent for p in sweep.glob("*/progress.txt"))
+    assert len(runs) == 4
+
+    res = run_cli(str(sweep), "--table", module="rlexp.plot")
+    assert res.returncode == 0, res.stderr[-3000:]
+    image, csv = sweep / "plot_Performance.png", sweep / "summary_Performance.csv"
+    assert f"Wrote {image}" in res.stdout and f"Wrote {csv}" in res.stdout
+    assert png_size(image) == (1200, 750) and image.stat().st_size > 20_000  # 8 x 5 inches at 150 dpi
+    table = pd.read_csv(csv)
+    assert table["condition"].tolist() == ["algo.lr=0.0003", "algo.lr=0.001"]  # seeds aggregated
+    assert table["seeds"].tolist() == [2, 2] and table["steps"].tolist() == [400, 400]
+    for row in table.itertuples():
+        lr = row.condition.split("=")[1]
+        finals = [
+            pd.read_table(r / "progress.txt")["AverageEpRet"].iloc[-1]
+            for r in runs
+            if f"algo.lr={lr}" in (r / "overrides.yaml").read_text()
+        ]
+        assert row.final_mean == pytest.approx(np.mean(finals))
+        assert row.final_std == pytest.approx(np.std(finals, ddof=1))
+    assert "| algo.lr=0.001 | Performance | 2 |" in res.stdout  # the markdown table
+
+    # The same command again refuses to replace the figure; --force replaces it.
+    before = image.read_bytes()
+    res = run_cli(str(sweep), module="rlexp.plot")
+    assert (
+        res.returncode == 2 and res.stderr.count("\n") == 1 and "already exists; pass --force" in res.stderr
+    )
+    assert image.read_bytes() == before
+    assert run_cli(str(sweep), "--force", module="rlexp.plot").returncode == 0
+
+    run = runs[0]
+    progress = pd.read_table(run / "progress.txt")
+    scalars = read_scalars(run)
+    assert set(scalars) == set(progress.columns) - {"Performance"}
+    assert [s for s, _ in scalars["AverageEpRet"]] == [200, 400]  # x = TotalEnvInteracts
+    assert [v for _, v in scalars["AverageEpRet"]] == pytest.approx(progress["AverageEpRet"].tolist())
+
+    prov = json.loads((run / "provenance.json").read_text())
+    overrides = prov["overrides"]
+    seed = int(next(o for o in overrides if o.startswith("seed=")).split("=")[1])
+    assert {"algo.lr=0.001", "algo.lr=0.0003"} & set(overrides) and "logger.tensorboard=True" in overrides
+    assert prov["command"][1:3] == ["-m", "rlexp"] and "--multirun" in prov["command"]
+    assert prov["seeds"] == [{"rank": 0, "seed": seed}] and prov["mpi"] == {"world_size": 1}
+    assert prov["packages"]["torch"] and prov["packages"]["gymnasium"] and prov["backend"] == "torch"
+    assert prov["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert prov["machine"]["cpu_count"] >= 1 and isinstance(prov["machine"]["gpus"], list)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode == 0:
+        assert prov["git"]["commit"] == head.stdout.strip() and isinstance(prov["git"]["dirty"], bool)
+    else:
+        assert prov["git"]["commit"] is None
+
+
+def write_run(run_dir: Path, overrides: list[str], returns: list[float], time_s: float) -> None:
+    """A synthetic run directory: overrides.yaml, config.yaml and a progress.txt with given returns."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (run_dir / "config.yaml").write_text("exp_name: sac_Pendulum-v1\nalgo:\n  name: sac\n")
+    steps = [1000 * (i + 1) for i in range(len(returns))]
+    pd.DataFrame(
+        {
+            "Epoch": range(1, len(returns) + 1),
+            "AverageEpRet": [r - 50 for r in returns],
+            "AverageTestEpRet": returns,
+            "TotalEnvInteracts": steps,
+            "Time": np.linspace(time_s / len(returns), time_s, len(returns)),
+        }
+    ).to_csv(run_dir / "progress.txt", sep="\t", index=False)
+
+
+def test_table_numbers_from_synthetic_progress(tmp_path):
+    """Mean, std, IQM and its bootstrap CI, steps and steps/s computed from known final values."""
+    finals = {"0.001": [-100.0, -300.0, -200.0, -1000.0], "0.01": [-50.0, -60.0, -70.0, -80.0]}
+    for lr, values in finals.items():
+        for seed, final in enumerate(values):
+            write_run(
+                tmp_path / "sweep" / f"{lr}_{seed}",
+                [f"algo.lr={lr}", f"seed={seed}", "algo.epochs=3"],
+                [-1500.0, -800.0, final],
+                time_s=10.0 * (seed + 1),
+            )
+    out = tmp_path / "figs" / "curve.svg"
+    res = run_cli(
+        str(tmp_path / "sweep"),
+        "--table",
+        str(tmp_path / "t.csv"),
+        "-o",
+        str(out),
+        "--ci",
+        module="rlexp.plot",
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert out.read_text().lstrip().startswith("<?xml") and "<svg" in out.read_text()[:1000]
+    table = pd.read_csv(tmp_path / "t.csv").set_index("condition")
+    assert list(table.index) == ["algo.lr=0.001", "algo.lr=0.01"]
+    for lr, values in finals.items():
+        row = table.loc[f"algo.lr={lr}"]
+        assert row["value"] == "Performance" and row["seeds"] == 4 and row["steps"] == 3000
+        assert row["final_mean"] == pytest.approx(np.mean(values))  # AverageTestEpRet, not AverageEpRet
+        assert row["final_std"] == pytest.approx(np.std(values, ddof=1))
+        assert row["final_iqm"] == pytest.approx(stats.trim_mean(values, 0.25))
+        assert row["iqm_ci_low"] <= row["final_iqm"] <= row["iqm_ci_high"]
+        assert min(values) <= row["iqm_ci_low"] and row["iqm_ci_high"] <= max(values)
+        assert row["wall_time_s"] == pytest.approx(25.0)  # mean of 10, 20, 30, 40
+        assert row["steps_per_s"] == pytest.approx(np.mean([3000 / t for t in (10, 20, 30, 40)]))
+    assert row["iqm_ci_low"] < row["iqm_ci_high"]
+    # The IQM of [-100, -300, -200, -1000] drops the outlier: the mean of -200 and -300.
+    assert table.loc["algo.lr=0.001", "final_iqm"] == pytest.approx(-250.0)
+
+    res = run_cli(str(tmp_path / "sweep"), "--select", "lr=0.01", "-y", "AverageEpRet", module="rlexp.plot")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("[sac_Pendulum-v1]") == 4  # one condition left: named by exp_name
+    assert png_size(tmp_path / "sweep" / "plot_AverageEpRet.png") == (1200, 750)
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["{tmp}/empty"], "no runs (directories holding a progress.txt) found under: {tmp}/empty"),
+        (["{sweep}", "-y", "Nope"], "column 'Nope' is not in"),
+        (["{sweep}", "-o", "{tmp}/x.gif"], "unknown image type '.gif'; use one of: .png, .svg, .pdf"),
+        (["{sweep}", "--select", "zzz"], "no run matches --select zzz"),
+        (["{sweep}", "--smooth", "0"], "--smooth 0 is out of range"),
+        (["{sweep}", "--est", "mode"], "argument --est: invalid choice: 'mode'"),
+    ],
+    ids=["no-runs", "unknown-column", "image-type", "select", "smooth", "bad-option"],
+)
+def test_plot_bad_input_is_one_line(tmp_path, args, fragment):
+    write_run(tmp_path / "sweep" / "a", ["seed=0"], [1.0, 2.0], 1.0)
+    (tmp_path / "empty").mkdir()
+    subst = {"{tmp}": str(tmp_path), "{sweep}": str(tmp_path / "sweep")}
+    for old, new in subst.items():
+        args = [a.replace(old, new) for a in args]
+        fragment = fragment.replace(old, new)
+    res = run_cli(*args, module="rlexp.plot")
+    assert res.returncode == 2, res.stdout
+    assert res.stderr.startswith("rlexp: error: ") and res.stderr.count("\n") == 1, res.stderr
+    assert fragment in res.stderr and "Traceback" not in res.stderr
+
+
+ISOLATED_TEST_POLICY = """
+import sys
+from rlexp.test_policy import main
+main(sys.argv[1:])
+print("imported:", sorted({"torch", "tensorflow"} & set(sys.modules)))
+"""
+
+
+def play(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """test_policy in a fresh interpreter that also reports which backends it imported."""
+    return subprocess.run(
+        [sys.executable, "-c", ISOLATED_TEST_POLICY, str(run_dir), "-nr", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MUJOCO_GL": "egl"},
+    )
+
+
+def test_torch_policy_deterministic_and_video(tmp_path):
+    """A fresh torch PPO run on HalfCheetah-v4, resumed once: -d differs from sampling and repeats
+    exactly; --video writes an mp4 with one frame per reset and per step; only torch is imported."""
+    run_dir = tmp_path / "run"
+    train(run_dir, "env=HalfCheetah-v4", "algo.epochs=1", *TINY_PPO[1:])
+    res = run_cli(f"resume={run_dir}", "algo.epochs=2")  # continued: a second provenance record
+    assert res.returncode == 0, res.stderr[-2000:]
+    first = json.loads((run_dir / "provenance.json").read_text())
+    again = json.loads((run_dir / "provenance.resume1.json").read_text())
+    assert "resumed_after_epoch" not in first and again["resumed_after_epoch"] == 1
+    assert f"resume={run_dir}" in again["command"] and again["seeds"] == first["seeds"]
+
+    det = play(run_dir, "-n", "2", "-l", "15", "-d")
+    assert det.returncode == 0, det.stderr[-2000:]
+    assert f"Loaded the policy after epoch 2 of {run_dir}" in det.stdout
+    assert "Using deterministic actions." in det.stdout and "imported: ['torch']" in det.stdout
+    assert "AverageEpRet" in det.stdout and "MinEpRet" in det.stdout and "StdEpRet" in det.stdout
+    det_eps = episodes(det.stdout)
+    assert [n for _, n in det_eps] == [15, 15]
+    sampled = play(run_dir, "-n", "2", "-l", "15")
+    assert sampled.returncode == 0, sampled.stderr[-2000:]
+    assert episodes(sampled.stdout) != det_eps  # the flag changes the actions
+
+    video = tmp_path / "videos" / "cheetah.mp4"
+    res = play(run_dir, "-n", "2", "-l", "15", "-d", "--video", str(video))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert episodes(res.stdout) == det_eps  # -d repeats exactly, video or not
+    expected = sum(n + 1 for _, n in episodes(res.stdout))  # frame after each reset and each step
+    assert expected == 32 and f"Wrote {video} ({expected} frames at 20 fps)" in res.stdout
+    import imageio_ffmpeg
+
+    assert video.read_bytes()[4:8] == b"ftyp"  # an ISO media (mp4) file
+    frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(video))
+    assert frames == expected and seconds == pytest.approx(expected / 20, abs=0.1)
+    reader = imageio_ffmpeg.read_frames(str(video))
+    meta = next(reader)
+    assert meta["size"] == (480, 480)
+    first = np.frombuffer(next(reader), np.uint8)
+    assert first.std() > 5  # a rendered scene, not a blank frame
+    reader.close()
+    res = play(run_dir, "-n", "1", "--video", str(video))
+    assert res.returncode == 2 and "already exists; pass --force" in res.stderr
+    assert imageio_ffmpeg.count_frames_and_secs(str(video))[0] == expected  # untouched
+    assert not list(video.parent.glob(".*tmp*"))
+
+
+def test_tf_policy_deterministic_without_torch(tmp_path):
+    """A fresh TF SAC run: -d (tanh of the mean) repeats exactly and differs from sampling; no torch."""
+    run_dir = tmp_path / "run"
+    train(
+        run_dir,
+        "backend=tf",
+        "algo=sac",
+        "env=Pendulum-v1",
+        "algo.epochs=1",
+        "algo.steps_per_epoch=200",
+        "algo.start_steps=100",
+        "algo.update_after=100",
+        "algo.num_test_episodes=0",
+        "network.hidden_sizes=[32]",
+    )
+    det = play(run_dir, "-n", "2", "-l", "20", "-d")
+    assert det.returncode == 0, det.stderr[-2000:]
+    assert "imported: ['tensorflow']" in det.stdout
+    det_eps = episodes(det.stdout)
+    assert [n for _, n in det_eps] == [20, 20]
+    sampled = play(run_dir, "-n", "2", "-l", "20")
+    assert sampled.returncode == 0 and "imported: ['tensorflow']" in sampled.stdout
+    assert episodes(sampled.stdout) != det_eps
+    assert episodes(play(run_dir, "-n", "2", "-l", "20", "-d").stdout) == det_eps
+
+
+def test_test_policy_bad_input_is_one_line(tmp_path):
+    no_ckpt = tmp_path / "no_ckpt"
+    no_ckpt.mkdir()
+    (no_ckpt / "config.yaml").write_text("seed: 0\n")
+    for args, fragment in [
+        ([str(tmp_path / "missing")], "is not an rlexp run directory (no config.yaml)"),
+        ([str(no_ckpt)], f"{no_ckpt} has no checkpoint"),
+        ([str(no_ckpt), "--video", str(tmp_path / "v.avi")], "the file must end in .mp4"),
+        ([str(no_ckpt), "-n", "0"], "--episodes 0 is out of range"),
+        ([str(no_ckpt), "--bogus"], "unrecognized arguments: --bogus"),
+    ]:
+        res = run_cli(*args, module="rlexp.test_policy")
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith("rlexp: error: ") and fragment in res.stderr, res.stderr
+
+
+def test_logger_writes_tensorboard_scalars_without_a_backend(tmp_path):
+    """Rows become scalars with the columns' names at x = TotalEnvInteracts; neither backend is imported."""
+    script = (
+        "import sys\n"
+        "from rlexp.logger import EpochLogger\n"
+        f"log = EpochLogger({str(tmp_path)!r}, tensorboard=True, console=False)\n"
+        "for epoch in range(3):\n"
+        "    log.store(EpRet=[epoch, epoch + 2.0])\n"
+        "    log.log_tabular('Epoch', epoch)\n"
+        "    log.log_tabular('EpRet', with_min_and_max=True)\n"
+        "    log.log_tabular('TotalEnvInteracts', 100 * (epoch + 1))\n"
+        "    log.dump_tabular()\n"
+        "log.close()\n"
+        "assert not {'torch', 'tensorflow'} & set(sys.modules), sys.modules.keys()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+    scalars = read_scalars(tmp_path)
+    assert set(scalars) == {"Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet", "TotalEnvInteracts"}
+    assert scalars["AverageEpRet"] == [(100, 1.0), (200, 2.0), (300, 3.0)]
+    assert scalars["MaxEpRet"] == [(100, 2.0), (200, 3.0), (300, 4.0)]
+
+
+def test_tensorboard_is_off_by_default(tmp_path):
+    log = EpochLogger(tmp_path, console=False)
+    log.log_tabular("Epoch", 0)
+    log.dump_tabular()
+    log.close()
+    assert not list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_provenance_lists_every_rank_seed():
+    from rlexp.provenance import collect
+
+    from .conftest import composed
+
+    record = collect(composed("algo=sac", "env=Pendulum-v1", "comm.procs=3", "seed=7"), ["seed=7"], ["x"])
+    assert record["seeds"] == [
+        {"rank": 0, "seed": 7, "test_env_seed": 5007},
+        {"rank": 1, "seed": 10007, "test_env_seed": 15007},
+        {"rank": 2, "seed": 20007, "test_env_seed": 25007},
+    ]
+    assert (
+        record["mpi"] == {"world_size": 3}
+        and record["command"] == ["x"]
+        and record["overrides"] == ["seed=7"]
+    )
+    json.dumps(record)  # plain JSON
+
+
+def test_resumed_log_replaces_the_tensorboard_values_it_logs_again(tmp_path):
+    def rows(log: EpochLogger, epochs: range, offset: float) -> None:
+        for epoch in epochs:
+            log.log_tabular("Epoch", epoch)
+            log.log_tabular("TotalEnvInteracts", 100 * (epoch + 1))
+            log.log_tabular("Loss", epoch + offset)
+            log.dump_tabular()
+        log.close()
+
+    rows(EpochLogger(tmp_path, tensorboard=True, console=False), range(3), 0.0)  # 3 epochs logged ...
+    # ... but the checkpoint holds 2: the resumed run logs epoch 2 again, with another value.
+    rows(EpochLogger(tmp_path, resume_rows=2, tensorboard=True, console=False), range(2, 4), 0.5)
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    assert read_scalars(tmp_path)["Loss"] == [(100, 0.0), (200, 1.0), (300, 2.5), (400, 3.5)]
+    assert pd.read_table(tmp_path / "progress.txt")["Loss"].tolist() == [0.0, 1.0, 2.5, 3.5]
