@@ -5,6 +5,8 @@ early-stop iteration must match exactly."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -24,8 +26,8 @@ def pair(algo: str, act_space: spaces.Space, *overrides: str):
     """(torch learner, tf learner) with the tf weights copied from torch."""
     cfg = composed(f"algo={algo}", "network.hidden_sizes=[32,32]", "backend=tf", *overrides)
     tf_learner = ALGOS[algo].learner_class("tf")(OBS, act_space, cfg, seed=0)
-    cfg.backend = composed("backend=torch").backend
-    torch_learner = ALGOS[algo].learner_class("torch")(OBS, act_space, cfg, seed=0)
+    torch_cfg = dataclasses.replace(cfg, backend=composed("backend=torch").backend)  # each its own config
+    torch_learner = ALGOS[algo].learner_class("torch")(OBS, act_space, torch_cfg, seed=0)
     tf_learner.set_weights(
         {k: [p.detach().numpy() for p in m.parameters()] for k, m in torch_learner.modules().items()}
     )
