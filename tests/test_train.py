@@ -46,17 +46,11 @@ def test_two_ranks_on_halfcheetah_as_in_the_readme(tmp_path):
     assert (run_dir / "checkpoints").is_dir()
 
 
-@pytest.mark.mpi
-def test_two_ranks_learn_cartpole(tmp_path):
-    df = train(tmp_path / "run", "comm.procs=2", "algo.epochs=12", timeout=240)
-    assert df["AverageEpRet"].iloc[-1] > 3 * df["AverageEpRet"].iloc[0], df["AverageEpRet"].tolist()
-
-
-@pytest.mark.parametrize("procs", [1, pytest.param(2, marks=pytest.mark.mpi)])
-def test_same_seed_same_progress(tmp_path, procs):
-    a = train(tmp_path / "a", *SMALL, f"comm.procs={procs}", "seed=3")
-    b = train(tmp_path / "b", *SMALL, f"comm.procs={procs}", "seed=3")
-    c = train(tmp_path / "c", "algo.epochs=1", *SMALL[1:], f"comm.procs={procs}", "seed=4")
+def test_same_seed_same_progress(tmp_path):
+    """Two runs at one seed agree (2 ranks: see test_resume.test_resume_with_two_ranks_is_exact)."""
+    a = train(tmp_path / "a", *SMALL, "seed=3")
+    b = train(tmp_path / "b", *SMALL, "seed=3")
+    c = train(tmp_path / "c", "algo.epochs=1", *SMALL[1:], "seed=4")
     timing = ["Time", *THROUGHPUT]
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
     assert a["LossV"].iloc[0] != c["LossV"].iloc[0]  # the seed matters, so the equality above means something
