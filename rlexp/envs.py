@@ -169,24 +169,33 @@ class EpisodeRecorder:
     ``reset()`` and the same actions give the same episode. So this records the generator state
     before the episode's reset and every action since, and :meth:`load_state_dict` replays them
     (at most one episode, e.g. 1000 steps, about 0.1 s). It also carries the action space's
-    generator (random exploration in the off-policy loop).
+    generator (random exploration in the off-policy loop), and the episode's return so far
+    (``ret``; the replay recomputes it) and length (``length``).
     """
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
         self.actions: list[Any] = []
         self.start: dict[str, Any] = {}
+        self.ret = 0.0
+
+    @property
+    def length(self) -> int:
+        """Steps taken in the running episode."""
+        return len(self.actions)
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start an episode (seeding the env when ``seed`` is given); return the first observation."""
         self.start = {"seed": seed} if seed is not None else {"rng": rng_state(self.env)}
-        self.actions = []
+        self.actions, self.ret = [], 0.0
         return self.env.reset(seed=seed)[0]
 
     def step(self, action: Any) -> tuple[Any, ...]:
-        """``env.step(action)``, remembering the action."""
+        """``env.step(action)``, remembering the action and adding its reward to ``ret``."""
         self.actions.append(action)
-        return self.env.step(action)
+        result = self.env.step(action)
+        self.ret += float(result[1])
+        return result
 
     def state_dict(self, obs: np.ndarray) -> dict[str, Any]:
         """The running episode (``obs`` is its current observation, checked when it is replayed)."""
@@ -201,7 +210,10 @@ class EpisodeRecorder:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> np.ndarray:
-        """Replay the recorded episode; return its current observation. RLExpError if it differs."""
+        """Replay the recorded episode (``ret`` and ``length`` too); return its current observation.
+
+        RLExpError if the observation differs from the recorded one.
+        """
         start = state["start"]
         if "seed" in start:
             obs = self.reset(seed=int(start["seed"]))

@@ -23,25 +23,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, exclusive: bool 
     With ``exclusive=True`` an existing ``path`` is never replaced: the call fails with
     :class:`RLExpError` and leaves that file untouched (the link step is atomic too).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if exclusive:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise RLExpError(f"{path} already exists; refusing to overwrite it") from None
-        else:
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_output(path, exclusive=exclusive) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> None:
@@ -64,7 +49,7 @@ def atomic_output(path: str | os.PathLike, *, exclusive: bool = False) -> Iterat
     tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         if exclusive:
             try:
                 os.link(tmp, path)

@@ -74,18 +74,13 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
     episode = EpisodeRecorder(env)
     state = restore_checkpoint(learner, run_dir)
     if state is None:
-        first_epoch, elapsed, t = 0, 0.0, 0
-        o, ep_ret, ep_len = episode.reset(seed=seed), 0.0, 0
+        first_epoch, elapsed, t, o = 0, 0.0, 0, episode.reset(seed=seed)
     else:
         first_epoch, elapsed, t = int(state["epoch"]), float(state["time"]), int(state["t"])
         replay.load_state_dict(state["replay"])
         rng.bit_generator.state = state["replay_rng"]
         set_rng_state(test_env, state["test_env_rng"])
-        o, ep_ret, ep_len = (
-            episode.load_state_dict(state["episode"]),
-            float(state["ep_ret"]),
-            int(state["ep_len"]),
-        )
+        o = episode.load_state_dict(state["episode"])
 
     start = time.time() - elapsed
     timer = EpochTimer(algo.epochs, first_epoch)
@@ -96,14 +91,12 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
             now = timer.add("act", now)
             o2, r, terminated, truncated, _ = episode.step(scaler.to_env(a))
             timer.add("env", now)
-            ep_ret += float(r)
-            ep_len += 1
             replay.store(o, a, r, o2, terminated)
             o = o2
             if terminated or truncated:
-                logger.store(EpRet=ep_ret, EpLen=ep_len)
+                logger.store(EpRet=episode.ret, EpLen=episode.length)
                 now = timer.now()
-                o, ep_ret, ep_len = episode.reset(), 0.0, 0
+                o = episode.reset()
                 timer.add("env", now)
             t += 1
             if t >= update_after and t % algo.update_every == 0:
@@ -137,8 +130,6 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
                 "replay_rng": rng.bit_generator.state,
                 "test_env_rng": rng_state(test_env),
                 "episode": episode.state_dict(o),
-                "ep_ret": ep_ret,
-                "ep_len": ep_len,
             }
             save_checkpoint(learner, run_dir, epoch, loop_state, keep=algo.keep_checkpoints)
         if stopping:

@@ -55,15 +55,10 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
     episode = EpisodeRecorder(env)
     state = restore_checkpoint(learner, run_dir)
     if state is None:
-        first_epoch, elapsed = 0, 0.0
-        o, ep_ret, ep_len = episode.reset(seed=seed), 0.0, 0
+        first_epoch, elapsed, o = 0, 0.0, episode.reset(seed=seed)
     else:
         first_epoch, elapsed = int(state["epoch"]), float(state["time"])
-        o, ep_ret, ep_len = (
-            episode.load_state_dict(state["episode"]),
-            float(state["ep_ret"]),
-            int(state["ep_len"]),
-        )
+        o = episode.load_state_dict(state["episode"])
 
     start = time.time() - elapsed
     timer = EpochTimer(algo.epochs, first_epoch)
@@ -74,8 +69,6 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
             now = timer.add("act", now)
             o2, r, terminated, truncated, _ = episode.step(to_env(a))
             timer.add("env", now)
-            ep_ret += float(r)
-            ep_len += 1
             buf.store(o, a, r, v, logp)
             logger.store(VVals=v)
             o = o2
@@ -85,8 +78,8 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
                 buf.finish_path(0.0 if terminated else learner.value(o))
                 now = timer.add("update", now)
                 if terminated or truncated:
-                    logger.store(EpRet=ep_ret, EpLen=ep_len)
-                    o, ep_ret, ep_len = episode.reset(), 0.0, 0
+                    logger.store(EpRet=episode.ret, EpLen=episode.length)
+                    o = episode.reset()
                     timer.add("env", now)
 
         now, comm_now = timer.now(), comm.seconds()
@@ -108,13 +101,7 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
         done = epoch + 1
         stopping = stop.agreed() and done < algo.epochs
         if done % algo.save_freq == 0 or done == algo.epochs or stopping:
-            loop_state = {
-                "epoch": done,
-                "time": time.time() - start,
-                "episode": episode.state_dict(o),
-                "ep_ret": ep_ret,
-                "ep_len": ep_len,
-            }
+            loop_state = {"epoch": done, "time": time.time() - start, "episode": episode.state_dict(o)}
             save_checkpoint(learner, run_dir, done, loop_state, keep=None)
         if stopping:
             env.close()
