@@ -9,7 +9,7 @@ Prints figures and ratios; asserts nothing.
 
 How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
 
-- TD3: actor and twin critics 256x256 ReLU on both sides (SB3 ``net_arch=[256, 256]``), batch 256,
+- TD3: actor and twin critics 256x256 ReLU on both sides (SB3 ``net_arch=[256, 256]``), minibatch ``--batch`` (default 100, Spinning Up's and rlexp's),
   gamma 0.99, polyak 0.995 = tau 0.005, policy delay 2, target noise 0.2 clipped at 0.5, Gaussian
   exploration noise 0.1 (SB3 ``NormalActionNoise``), replay 1e6, ``learning_starts`` = ``start_steps``
   = ``update_after`` = 1000, one gradient step per env step (rlexp ``update_every=1``, SB3
@@ -61,7 +61,7 @@ def ensure_sb3() -> None:
 # --- rlexp ------------------------------------------------------------------------------------------
 
 
-def rlexp_overrides(algo: str, warmup: int, window: int) -> list[str]:
+def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str]:
     """The rlexp config matched to SB3's (see the module docstring)."""
     if algo == "ppo":
         return [
@@ -80,7 +80,7 @@ def rlexp_overrides(algo: str, warmup: int, window: int) -> list[str]:
         "network=mlp256x256_relu",
         f"algo.epochs={epochs}",
         f"algo.steps_per_epoch={OFF_EPOCH}",
-        "algo.batch_size=256",
+        f"algo.batch_size={batch}",
         f"algo.start_steps={LEARNING_STARTS}",
         f"algo.update_after={LEARNING_STARTS}",
         "algo.update_every=1",
@@ -90,14 +90,16 @@ def rlexp_overrides(algo: str, warmup: int, window: int) -> list[str]:
     return common + (["algo.lr=1e-3", "algo.alpha=0.2"] if algo == "sac" else [])
 
 
-def rlexp_sps(algo: str, warmup: int, window: int, backend: str = "torch", procs: int = 1) -> float:
+def rlexp_sps(
+    algo: str, warmup: int, window: int, batch: int, backend: str = "torch", procs: int = 1
+) -> float:
     """rlexp's steady-state env steps per second: TotalEnvInteracts / Time between two epoch rows."""
     import pandas as pd
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={ENV}", f"backend={backend}"]
-        cmd += [f"comm.procs={procs}", *rlexp_overrides(algo, warmup, window)]
+        cmd += [f"comm.procs={procs}", *rlexp_overrides(algo, warmup, window, batch)]
         if procs == 1:
             cmd.append("backend.threads=1")
         subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
@@ -112,7 +114,7 @@ def rlexp_sps(algo: str, warmup: int, window: int, backend: str = "torch", procs
 # --- Stable-Baselines3 (runs in a child process) ---------------------------------------------------
 
 
-def sb3_sps(algo: str, warmup: int, window: int) -> float:
+def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
     """SB3's steady-state env steps per second, timed by a callback over the same window."""
     import gymnasium as gym
     import numpy as np
@@ -145,7 +147,7 @@ def sb3_sps(algo: str, warmup: int, window: int) -> float:
         common = dict(
             buffer_size=1_000_000,
             learning_starts=LEARNING_STARTS,
-            batch_size=256,
+            batch_size=batch,
             tau=0.005,
             gamma=0.99,
             train_freq=1,
@@ -191,9 +193,9 @@ def sb3_sps(algo: str, warmup: int, window: int) -> float:
 # --- driver ------------------------------------------------------------------------------------------
 
 
-def child(kind: str, algo: str, warmup: int, window: int, **kw: Any) -> float:
+def child(kind: str, algo: str, warmup: int, window: int, batch: int, **kw: Any) -> float:
     """Run one measurement in a fresh interpreter (one thread); return its SPS."""
-    spec = json.dumps({"kind": kind, "algo": algo, "warmup": warmup, "window": window, **kw})
+    spec = json.dumps({"kind": kind, "algo": algo, "warmup": warmup, "window": window, "batch": batch, **kw})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     out = subprocess.run(
         [sys.executable, __file__, "--child", spec],
@@ -216,6 +218,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument("--warmup", type=int, default=1500, help="off-policy: env steps before the window")
     parser.add_argument("--window", type=int, default=1500, help="env steps timed (PPO: at least 2 updates)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="off-policy minibatch on both sides (100: Spinning Up's and rlexp's)",
+    )
     parser.add_argument("--no-backends", action="store_true", help="skip rlexp's torch vs TF figures")
     parser.add_argument("--no-mpi", action="store_true", help="skip rlexp's PPO at 1/2/4 ranks")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -233,8 +241,8 @@ def main() -> None:
     for algo in args.algos:
         ours, theirs = [], []
         for _ in range(args.reps):
-            ours.append(child("rlexp", algo, args.warmup, args.window))
-            theirs.append(child("sb3", algo, args.warmup, args.window))
+            ours.append(child("rlexp", algo, args.warmup, args.window, args.batch))
+            theirs.append(child("sb3", algo, args.warmup, args.window, args.batch))
         ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
         print(f"{algo:5} rlexp  {summary(ours)}")
         print(f"{algo:5} sb3    {summary(theirs)}")
@@ -254,8 +262,8 @@ def main() -> None:
         for algo in args.algos:
             t, f = [], []
             for _ in range(extra_reps):
-                t.append(child("rlexp", algo, args.warmup, args.window, backend="torch"))
-                f.append(child("rlexp", algo, args.warmup, args.window, backend="tf"))
+                t.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="torch"))
+                f.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="tf"))
             tm, fm = statistics.median(t), statistics.median(f)
             print(f"{algo:5} torch {tm:7.0f} SPS  tf {fm:7.0f} SPS  tf/torch time {tm / fm:.2f}x", flush=True)
 
@@ -264,7 +272,8 @@ def main() -> None:
         base = None
         for procs in (1, 2, 4):
             v = statistics.median(
-                child("rlexp", "ppo", args.warmup, args.window, procs=procs) for _ in range(extra_reps)
+                child("rlexp", "ppo", args.warmup, args.window, args.batch, procs=procs)
+                for _ in range(extra_reps)
             )
             base = base or v
             print(

@@ -19,13 +19,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(algo: str, backend: str, batch: int, hidden: list[int], steps: int) -> dict[str, float]:
+def measure(
+    algo: str, backend: str, batch: int, hidden: list[int], steps: int, overrides: list[str]
+) -> dict[str, float]:
     """Run in this process: ms per update (median of 5 windows) and ms per act, after warm-up."""
     import numpy as np
     from gymnasium import spaces
 
     from rlexp.algos import ALGOS
     from rlexp.buffers import ReplayBuffer
+
+    sys.path.insert(0, str(ROOT))  # tests.conftest composes configs exactly as the CLI does
     from tests.conftest import composed
 
     cfg = composed(
@@ -34,6 +38,7 @@ def measure(algo: str, backend: str, batch: int, hidden: list[int], steps: int) 
         "backend.threads=1",
         f"network.hidden_sizes=[{','.join(map(str, hidden))}]",
         f"algo.batch_size={batch}",
+        *overrides,
     )
     obs_space = spaces.Box(-np.inf, np.inf, (17,), np.float32)
     act_space = spaces.Box(-1.0, 1.0, (6,), np.float32)
@@ -65,17 +70,18 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     parser.add_argument("--steps", type=int, default=200, help="updates per timing window (5 windows)")
+    parser.add_argument("--set", nargs="*", default=[], help="extra config overrides, e.g. backend.jit_compile=true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         algo, backend = args.child.split(",")
-        print(json.dumps(measure(algo, backend, args.batch, args.hidden, args.steps)))
+        print(json.dumps(measure(algo, backend, args.batch, args.hidden, args.steps, args.set)))
         return
     print(f"one gradient step, batch {args.batch}, hidden {args.hidden}, 1 thread (median of 5 windows)")
     for algo in args.algos:
         for backend in args.backends:
             cmd = [sys.executable, __file__, "--child", f"{algo},{backend}", "--batch", str(args.batch)]
-            cmd += ["--steps", str(args.steps), "--hidden", *map(str, args.hidden)]
+            cmd += ["--steps", str(args.steps), "--hidden", *map(str, args.hidden), "--set", *args.set]
             out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
             res = json.loads(out.strip().splitlines()[-1])
             print(

@@ -22,6 +22,7 @@ from rlexp.checkpoint import check_meta, checkpoint_meta, load_npz, save_npz
 from rlexp.comm.tf import avg_grads, sync_variables
 from rlexp.config import RLExpConfig, TFBackendConfig
 from rlexp.errors import RLExpError
+from rlexp.nn.acting import ActorCriticActing
 from rlexp.nn.tf import ActorCritic, Adam, Net
 
 
@@ -143,6 +144,7 @@ class OnPolicyTFLearner(TFLearner):
         )
         self.sync(self.ac)
         self.np_rng = np.random.default_rng(seed)  # action sampling (acting runs in numpy)
+        self.acting = ActorCriticActing(self.discrete, net.activation, self.np_rng)
         self.vf_optimizer = Adam(self.ac.v_params, lr=self.algo.vf_lr)
         self._v_step = self.function(self._v_step_graph)
         self.refresh()
@@ -154,9 +156,8 @@ class OnPolicyTFLearner(TFLearner):
         return {"vf": self.vf_optimizer}
 
     def refresh(self) -> None:
-        self.ac.pi_net.snapshot()
-        self.ac.v_net.snapshot()
-        self._log_std = None if self.discrete else self.ac.log_std.numpy().astype(np.float64)
+        log_std = None if self.discrete else self.ac.log_std.numpy()
+        self.acting.load(self.ac.pi_net.weights(), self.ac.v_net.weights(), log_std)
 
     def extra_state(self) -> dict[str, Any]:
         return {"np_rng": self.np_rng.bit_generator.state}
@@ -164,34 +165,15 @@ class OnPolicyTFLearner(TFLearner):
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.np_rng.bit_generator.state = state["np_rng"]
 
-    def _sample(self, out: np.ndarray) -> tuple[np.ndarray, float]:
-        """An action drawn from the policy with head output ``out``, and its log-probability."""
-        if self.discrete:
-            logp_all = out - np.logaddexp.reduce(out)
-            a = int(
-                np.searchsorted(np.cumsum(np.exp(logp_all)), self.np_rng.random() * np.exp(logp_all).sum())
-            )
-            a = min(a, len(out) - 1)
-            return np.int64(a), float(logp_all[a])
-        std = np.exp(self._log_std)
-        a = out + std * self.np_rng.standard_normal(out.shape)
-        logp = np.sum(-0.5 * ((a - out) / std) ** 2 - self._log_std - 0.5 * np.log(2 * np.pi))
-        return a.astype(np.float32), float(logp)
-
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
         """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
-        obs = np.asarray(obs, dtype=np.float64)
-        a, logp = self._sample(self.ac.pi_net.np_forward(obs))
-        return a, float(self.ac.v_net.np_forward(obs)[0]), logp
+        return self.acting.step(obs)
 
     def value(self, obs: np.ndarray) -> float:
-        return float(self.ac.v_net.np_forward(np.asarray(obs, dtype=np.float64))[0])
+        return self.acting.value(obs)
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        out = self.ac.pi_net.np_forward(np.asarray(obs, dtype=np.float64))
-        if not deterministic:
-            return self._sample(out)[0]
-        return np.int64(np.argmax(out)) if self.discrete else out.astype(np.float32)
+        return self.acting.act(obs, deterministic)
 
     def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
         out = {k: tf.constant(v) for k, v in batch.items()}

@@ -18,13 +18,37 @@ from rlexp.checkpoint import check_meta, checkpoint_meta, load_torch, save_torch
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.config import BackendConfig, RLExpConfig
 from rlexp.errors import RLExpError
-from rlexp.nn.torch import ActorCritic
+from rlexp.nn.acting import ActorCriticActing, Layers
+from rlexp.nn.torch import ActorCritic, GaussianActor
 
 
 def adam(params: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
     """torch.optim.Adam with its fused kernel (one pass over all tensors: ~3x faster than the default
     per-tensor loop on CPU for our small MLPs; the same update rule, so TF's Adam still matches it)."""
     return torch.optim.Adam(list(params), lr=lr, fused=True)
+
+
+def flatten_(params: list[torch.nn.Parameter], grads: bool = True) -> torch.Tensor:
+    """Move ``params`` into one contiguous tensor and return it.
+
+    Each parameter stays the same Parameter object with the same values, but its data becomes a view
+    of the returned tensor; with ``grads`` each also gets a gradient that is a view of ``flat.grad``
+    (zeroed; backward adds into it in place). Adam, the polyak average and the MPI gradient average
+    then run once on one tensor instead of once per layer: with fused Adam ~0.5 ms less per TD3
+    gradient step on CPU, and the allreduce needs no packing. Parameters must then only change in
+    place (optimizers, ``load_state_dict`` and ``copy_`` do).
+    """
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    if grads:
+        flat.grad = torch.zeros_like(flat)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.data = flat[offset : offset + n].view_as(p)
+        if grads:
+            p.grad = flat.grad[offset : offset + n].view_as(p)
+        offset += n
+    return flat
 
 
 def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
@@ -108,6 +132,10 @@ class TorchLearner:
             o.load_state_dict(state["optimizers"][k])
         torch.set_rng_state(state["torch_rng"])
         self.load_extra_state(state["extra"])
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the weights that acting uses in numpy (after any change of the parameters)."""
 
     def save(self, path: str | os.PathLike, loop_state: dict[str, Any]) -> None:
         """Write this learner's state plus the loop's state (counters, RNGs, buffers) to ``path``."""
@@ -128,11 +156,22 @@ class TorchLearner:
         return ckpt["loop"]
 
 
+def linear_layers(seq: torch.nn.Sequential) -> Layers:
+    """The (weight, bias) of each Linear in ``seq`` as numpy arrays (copies, on the host)."""
+    return [
+        (m.weight.detach().cpu().numpy().copy(), m.bias.detach().cpu().numpy().copy())
+        for m in seq
+        if isinstance(m, torch.nn.Linear)
+    ]
+
+
 class OnPolicyTorchLearner(TorchLearner):
     """Actor-critic and value-function training for VPG, TRPO and PPO in PyTorch.
 
-    Subclasses implement ``update(batch) -> stats`` with their policy step, calling
-    :meth:`update_v` for the value function.
+    Subclasses implement ``update_networks(batch) -> stats`` with their policy step, calling
+    :meth:`update_v` for the value function. Acting (one observation per env step) runs in numpy on a
+    snapshot of the weights taken after every update (:mod:`rlexp.nn.acting`): ~5x cheaper than a
+    torch call per step, and on a GPU no transfer per step.
     """
 
     def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
@@ -142,6 +181,9 @@ class OnPolicyTorchLearner(TorchLearner):
         self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation).to(self.device)
         self.sync(self.ac)
         self.vf_optimizer = adam(self.ac.v.parameters(), self.algo.vf_lr)
+        self.np_rng = np.random.default_rng(seed)  # action sampling
+        self.acting = ActorCriticActing(self.discrete, net.activation, self.np_rng)
+        self.refresh()
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"ac": self.ac}
@@ -149,19 +191,31 @@ class OnPolicyTorchLearner(TorchLearner):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"vf": self.vf_optimizer}
 
+    def refresh(self) -> None:
+        pi = self.ac.pi
+        if isinstance(pi, GaussianActor):
+            head, log_std = pi.mu_net, pi.log_std.detach().cpu().numpy()
+        else:
+            head, log_std = pi.logits_net, None
+        self.acting.load(linear_layers(head), linear_layers(self.ac.v.v_net), log_std)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"np_rng": self.np_rng.bit_generator.state}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.np_rng.bit_generator.state = state["np_rng"]
+
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
         """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
-        a, v, logp = self.ac.step(self._obs(obs))
-        return a.cpu().numpy(), v.item(), logp.item()
+        return self.acting.step(obs)
 
     def value(self, obs: np.ndarray) -> float:
         """V(obs) for one observation (the bootstrap value of a cut path)."""
-        with torch.no_grad():
-            return self.ac.v(self._obs(obs)).item()
+        return self.acting.value(obs)
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """An action for one observation (for evaluation)."""
-        return self.ac.act(self._obs(obs), deterministic).cpu().numpy()
+        return self.acting.act(obs, deterministic)
 
     def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """The epoch's numpy arrays as tensors on the device (actions as int64 for Discrete)."""
@@ -188,6 +242,12 @@ class OnPolicyTorchLearner(TorchLearner):
         return before, after
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The algorithm's update (:meth:`update_networks`), then fresh acting weights."""
+        stats = self.update_networks(batch)
+        self.refresh()
+        return stats
+
+    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         raise NotImplementedError
 
 
@@ -217,13 +277,19 @@ class OffPolicyTorchLearner(TorchLearner):
             p.requires_grad_(False)
         return targ
 
+    @staticmethod
+    def flat_group(
+        mains: list[torch.nn.Module], targs: list[torch.nn.Module]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Flatten the parameters of ``mains`` (with gradients) and of their targets ``targs`` (without):
+        (main flat tensor, target flat tensor), element for element the same layout."""
+        main = flatten_([p for m in mains for p in m.parameters()])
+        return main, flatten_([p for m in targs for p in m.parameters()], grads=False)
+
     @torch.no_grad()
-    def polyak_update(self, pairs: Iterable[tuple[torch.nn.Module, torch.nn.Module]]) -> None:
-        """targ <- polyak * targ + (1 - polyak) * main, for every (main, target) pair, in place."""
-        mains, targs = [], []
-        for main, targ in pairs:
-            mains += list(main.parameters())
-            targs += list(targ.parameters())
+    def polyak_update(self, pairs: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """targ <- polyak * targ + (1 - polyak) * main, for every (main, target) pair of flat tensors."""
+        mains, targs = map(list, zip(*pairs, strict=True))
         torch._foreach_mul_(targs, self.algo.polyak)
         torch._foreach_add_(targs, mains, alpha=1 - self.algo.polyak)
 
@@ -233,17 +299,14 @@ class OffPolicyTorchLearner(TorchLearner):
         for p in params:
             p.requires_grad_(not frozen)
 
-    def step_optimizer(
-        self, opt: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.Tensor]
-    ) -> None:
-        """zero_grad, backward, average gradients over ranks, step.
-
-        Gradients are set to None (not zero-filled), so backward writes fresh ones instead of adding
-        to zeros: two fewer passes over every gradient per step.
-        """
-        opt.zero_grad(set_to_none=True)
+    @staticmethod
+    def step_optimizer(opt: torch.optim.Optimizer, loss: torch.Tensor, flat: torch.Tensor) -> None:
+        """One step of ``opt`` on the flat parameters ``flat`` (see :func:`flatten_`): zero the flat
+        gradient, backward, average it over ranks, step."""
+        assert flat.grad is not None
+        flat.grad.zero_()
         loss.backward()
-        avg_grads(params)
+        avg_grads([flat])
         opt.step()
 
     def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:

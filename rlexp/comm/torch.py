@@ -37,11 +37,19 @@ def avg_grads(params: Iterable[torch.Tensor]) -> None:
     """Replace each ``p.grad`` by its mean over ranks: one allreduce of all gradients concatenated.
 
     Parameters without a gradient (``grad is None``) take part with zeros and get none back, so all
-    ranks exchange buffers of the same size.
+    ranks exchange buffers of the same size. One contiguous CPU gradient (a flat parameter, see
+    :func:`rlexp.algos.torch_common.flatten_`) is reduced in place, without packing.
     """
     if num_procs() == 1:
         return
     params = list(params)
+    if len(params) == 1 and params[0].grad is not None:
+        grad = params[0].grad
+        if grad.is_contiguous() and grad.device.type == "cpu":
+            buf = grad.view(-1).numpy()  # shares grad's memory
+            allreduce_(buf)
+            buf /= num_procs()
+            return
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     flat = np.ascontiguousarray(_flat(grads))
     allreduce_(flat)

@@ -45,13 +45,6 @@ def _activation(name: str) -> nn.Module:
     return nn.ReLU(inplace=True) if name == "relu" else ACTIVATIONS[name]()
 
 
-def forward(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """``seq(x)`` without nn.Module's per-call hook machinery (for the per-env-step acting path)."""
-    for module in seq:
-        x = module.forward(x)
-    return x
-
-
 def gaussian_log_prob(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """``Normal(mu, std).log_prob(x)`` written out exactly as torch.distributions computes it (the
     same values), without building a Distribution object."""
@@ -120,30 +113,6 @@ class ActorCritic(nn.Module):
         else:
             self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation)
         self.v = Critic(obs_dim, hidden_sizes, activation)
-
-    @torch.no_grad()
-    def step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample an action; return (action, V(obs), log pi(action | obs)).
-
-        Called once per env step, so the Gaussian case skips the Module and Distribution machinery
-        (~30% of the call on CPU): the same ops, the same random draw, bit-identical results.
-        """
-        v = forward(self.v.v_net, obs).squeeze(-1)
-        if isinstance(self.pi, GaussianActor):
-            mu, std = forward(self.pi.mu_net, obs), torch.exp(self.pi.log_std)
-            a = torch.normal(mu, std)  # what Normal(mu, std).sample() does
-            return a, v, gaussian_log_prob(a, mu, std).sum(-1)
-        pi = self.pi.distribution(obs)
-        a = pi.sample()
-        return a, v, self.pi.log_prob(pi, a)
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """An action: a sample, or with ``deterministic`` the mean (Box) / most likely action (Discrete)."""
-        pi = self.pi.distribution(obs)
-        if not deterministic:
-            return pi.sample()
-        return pi.probs.argmax(-1) if isinstance(pi, Categorical) else pi.mean
 
 
 # --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.

@@ -31,8 +31,10 @@ class DDPGLearner(OffPolicyTorchLearner):
         self.pi_targ = self.target(self.pi)
         self.q_targs = [self.target(q) for q in self.qs]
         self.q_params = [p for q in self.qs for p in q.parameters()]
-        self.pi_optimizer = adam(self.pi.parameters(), self.algo.pi_lr)
-        self.q_optimizer = adam(self.q_params, self.algo.q_lr)
+        self.pi_flat, self.pi_targ_flat = self.flat_group([self.pi], [self.pi_targ])
+        self.q_flat, self.q_targ_flat = self.flat_group(self.qs, self.q_targs)
+        self.pi_optimizer = adam([self.pi_flat], self.algo.pi_lr)
+        self.q_optimizer = adam([self.q_flat], self.algo.q_lr)
 
     def _q_names(self) -> list[str]:
         return ["q"] if self.N_CRITICS == 1 else [f"q{i + 1}" for i in range(self.N_CRITICS)]
@@ -63,9 +65,9 @@ class DDPGLearner(OffPolicyTorchLearner):
         """One policy step on -mean(Q1(s, mu(s))) with the critics frozen, then the polyak update."""
         self.frozen(self.q_params, True)
         loss_pi = -self.qs[0](obs, self.pi(obs)).mean()
-        self.step_optimizer(self.pi_optimizer, loss_pi, list(self.pi.parameters()))
+        self.step_optimizer(self.pi_optimizer, loss_pi, self.pi_flat)
         self.frozen(self.q_params, False)
-        self.polyak_update([(self.pi, self.pi_targ), *zip(self.qs, self.q_targs, strict=True)])
+        self.polyak_update([(self.pi_flat, self.pi_targ_flat), (self.q_flat, self.q_targ_flat)])
         return loss_pi.item()
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -75,7 +77,7 @@ class DDPGLearner(OffPolicyTorchLearner):
             q_pi_targ = self.q_targs[0](d["obs2"], self.pi_targ(d["obs2"]))
             backup = d["rew"] + self.algo.gamma * (1 - d["done"]) * q_pi_targ
         loss_q = ((q - backup) ** 2).mean()
-        self.step_optimizer(self.q_optimizer, loss_q, self.q_params)
+        self.step_optimizer(self.q_optimizer, loss_q, self.q_flat)
         loss_pi = self.update_pi(d["obs"])
         self.n_updates += 1
         return {"LossQ": loss_q.item(), "QVals": q.detach().cpu().numpy(), "LossPi": loss_pi}

@@ -44,7 +44,7 @@ class PPOLearner(OnPolicyTorchLearner):
             }
         return loss, info
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         """One PPO epoch update. Loss, KL and clip fraction are evaluated before and after it.
 
         Spinning Up logged KL/ClipFrac of the last iteration *before* its step; here they describe

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlexp.algos.torch_common import OffPolicyTorchLearner, adam
+from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, flatten_
 from rlexp.comm.torch import avg_grads
 from rlexp.config import RLExpConfig
 from rlexp.nn.torch import QFunction, SquashedGaussianActor
@@ -33,9 +33,11 @@ class SACLearner(OffPolicyTorchLearner):
         self.sync(self.pi, self.q1, self.q2)
         self.q1_targ, self.q2_targ = self.target(self.q1), self.target(self.q2)
         self.q_params = [*self.q1.parameters(), *self.q2.parameters()]
+        self.pi_flat = flatten_(list(self.pi.parameters()))
+        self.q_flat, self.q_targ_flat = self.flat_group([self.q1, self.q2], [self.q1_targ, self.q2_targ])
         lr = self.algo.lr
-        self.pi_optimizer = adam(self.pi.parameters(), lr)
-        self.q_optimizer = adam(self.q_params, lr)
+        self.pi_optimizer = adam([self.pi_flat], lr)
+        self.q_optimizer = adam([self.q_flat], lr)
         self.log_alpha = torch.tensor(
             float(np.log(max(self.algo.alpha, 1e-30))),
             device=self.device,
@@ -82,12 +84,12 @@ class SACLearner(OffPolicyTorchLearner):
             q_targ = torch.min(self.q1_targ(d["obs2"], a2), self.q2_targ(d["obs2"], a2))
             backup = d["rew"] + gamma * (1 - d["done"]) * (q_targ - alpha * logp_a2)
         loss_q = ((q1 - backup) ** 2).mean() + ((q2 - backup) ** 2).mean()
-        self.step_optimizer(self.q_optimizer, loss_q, self.q_params)
+        self.step_optimizer(self.q_optimizer, loss_q, self.q_flat)
 
         self.frozen(self.q_params, True)
         a, logp = self.pi(d["obs"], noise=d.get("noise"))
         loss_pi = (alpha * logp - torch.min(self.q1(d["obs"], a), self.q2(d["obs"], a))).mean()
-        self.step_optimizer(self.pi_optimizer, loss_pi, list(self.pi.parameters()))
+        self.step_optimizer(self.pi_optimizer, loss_pi, self.pi_flat)
         self.frozen(self.q_params, False)
 
         stats: dict[str, Any] = {
@@ -104,6 +106,6 @@ class SACLearner(OffPolicyTorchLearner):
             avg_grads([self.log_alpha])
             self.alpha_optimizer.step()
             stats.update(Alpha=alpha, LossAlpha=loss_alpha.item())
-        self.polyak_update([(self.q1, self.q1_targ), (self.q2, self.q2_targ)])
+        self.polyak_update([(self.q_flat, self.q_targ_flat)])
         self.n_updates += 1
         return stats

@@ -36,7 +36,7 @@ class TD3Learner(DDPGLearner):
                 q1_targ(d["obs2"], a2), q2_targ(d["obs2"], a2)
             )
         loss_q = ((q1v - backup) ** 2).mean() + ((q2v - backup) ** 2).mean()
-        self.step_optimizer(self.q_optimizer, loss_q, self.q_params)
+        self.step_optimizer(self.q_optimizer, loss_q, self.q_flat)
         stats: dict[str, Any] = {
             "LossQ": loss_q.item(),
             "Q1Vals": q1v.detach().cpu().numpy(),

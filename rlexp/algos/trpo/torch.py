@@ -56,7 +56,7 @@ class TRPOLearner(OnPolicyTorchLearner):
     def _set_flat(self, flat: torch.Tensor) -> None:
         torch.nn.utils.vector_to_parameters(flat, self.params)
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         data = self.tensors(batch)
         obs, algo = data["obs"], self.algo
         with torch.no_grad():

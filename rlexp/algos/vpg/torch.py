@@ -36,7 +36,7 @@ class VPGLearner(OnPolicyTorchLearner):
             info = {"kl": (data["logp"] - logp).mean().item(), "ent": pi.entropy().mean().item()}
         return loss, info
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         data = self.tensors(batch)
         self.pi_optimizer.zero_grad()
         loss_old, info_old = self.loss_pi(data)
