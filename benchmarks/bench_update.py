@@ -70,7 +70,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     parser.add_argument("--steps", type=int, default=200, help="updates per timing window (5 windows)")
-    parser.add_argument("--set", nargs="*", default=[], help="extra config overrides, e.g. backend.jit_compile=true")
+    parser.add_argument(
+        "--set", nargs="*", default=[], help="extra config overrides, e.g. backend.jit_compile=true"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
