@@ -157,9 +157,10 @@ class TorchLearner:
 
 
 def linear_layers(seq: torch.nn.Sequential) -> Layers:
-    """The (weight, bias) of each Linear in ``seq`` as numpy arrays (copies, on the host)."""
+    """The (weight, bias) of each Linear in ``seq`` as numpy arrays on the host (views on CPU: the
+    caller copies what it keeps, as :meth:`ActorCriticActing.load` does)."""
     return [
-        (m.weight.detach().cpu().numpy().copy(), m.bias.detach().cpu().numpy().copy())
+        (m.weight.detach().cpu().numpy(), m.bias.detach().cpu().numpy())
         for m in seq
         if isinstance(m, torch.nn.Linear)
     ]

@@ -91,6 +91,7 @@ class ActorCriticActing:
 
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
         """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
+        obs = np.asarray(obs, dtype=np.float64)
         a, logp = self._sample(self._head(obs))
         return a, self.value(obs), logp
 
