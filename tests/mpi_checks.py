@@ -57,6 +57,17 @@ def main() -> None:
     assert len(calls) == 1 and calls[0] == flat.size, calls
     for p, e in zip(net.parameters(), expected, strict=False):
         assert torch.allclose(p.grad, e, atol=1e-6), "averaged gradient is wrong"
+
+    # scalars (PPO's KL) averaged in the same single allreduce as the gradients
+    grads_for(rank)
+    calls.clear()
+    ct.allreduce_ = lambda buf, op="sum": calls.append(buf.size) or real(buf, op)
+    extras = ct.avg_grads(net.parameters(), [rank + 0.25, 3.0 * rank])
+    ct.allreduce_ = real
+    assert len(calls) == 1 and calls[0] == flat.size + 2, calls
+    assert extras == [0.75, 1.5], extras
+    for p, e in zip(net.parameters(), expected, strict=False):
+        assert torch.allclose(p.grad, e, atol=1e-6), "averaged gradient is wrong (with extras)"
     print(f"OK rank {rank}")
 
 

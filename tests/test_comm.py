@@ -27,7 +27,7 @@ def test_single_process_without_mpi():
     assert all(math.isnan(v) for v in comm.statistics_scalar([]))
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.full((3,), 2.0)
-    avg_grads([p])
+    assert avg_grads([p]) == [] and avg_grads([p], [0.5]) == [0.5]
     sync_params([p])
     assert p.grad.tolist() == [2.0, 2.0, 2.0] and p.tolist() == [1.0, 1.0, 1.0]
 

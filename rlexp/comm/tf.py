@@ -29,20 +29,21 @@ def _allreduce_mean(flat: np.ndarray) -> np.ndarray:
     return out / np.float32(num_procs())
 
 
-def avg_grads(grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-    """The gradients averaged over ranks, all concatenated into one allreduce.
+def avg_grads(grads: Sequence[tf.Tensor], extras: Sequence[tf.Tensor] = ()) -> list[tf.Tensor]:
+    """The gradients averaged over ranks, all concatenated into one allreduce, followed by
+    ``extras`` (float32 scalars, e.g. PPO's approximate KL) averaged in the same allreduce.
 
     Usable inside ``tf.function`` (through ``tf.numpy_function``; not inside XLA). With one rank it
-    returns ``grads`` untouched and adds nothing to the graph.
+    returns its inputs untouched and adds nothing to the graph.
     """
-    grads = list(grads)
+    tensors = [*grads, *extras]
     if num_procs() == 1:
-        return grads
-    flat = tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)
+        return tensors
+    flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
     flat = tf.numpy_function(_allreduce_mean, [flat], tf.float32, stateful=True)
     out, offset = [], 0
-    for g in grads:
-        n = int(np.prod(g.shape))
-        out.append(tf.reshape(flat[offset : offset + n], g.shape))
+    for t in tensors:
+        n = int(np.prod(t.shape))
+        out.append(tf.reshape(flat[offset : offset + n], t.shape))
         offset += n
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -33,25 +33,31 @@ def sync_params(params: Iterable[torch.Tensor]) -> None:
     _unflat(broadcast_(flat), params)
 
 
-def avg_grads(params: Iterable[torch.Tensor]) -> None:
+def avg_grads(params: Iterable[torch.Tensor], extras: Sequence[float] = ()) -> list[float]:
     """Replace each ``p.grad`` by its mean over ranks: one allreduce of all gradients concatenated.
 
     Parameters without a gradient (``grad is None``) take part with zeros and get none back, so all
     ranks exchange buffers of the same size. One contiguous CPU gradient (a flat parameter, see
     :func:`rlexp.algos.torch_common.flatten_`) is reduced in place, without packing.
+
+    ``extras`` are scalars averaged in the same allreduce and returned (as float32 values when there
+    is more than one rank): PPO's approximate KL rides with its gradients, so a policy step costs one
+    collective instead of two.
     """
     if num_procs() == 1:
-        return
+        return [float(x) for x in extras]
     params = list(params)
-    if len(params) == 1 and params[0].grad is not None:
+    if not extras and len(params) == 1 and params[0].grad is not None:
         grad = params[0].grad
         if grad.is_contiguous() and grad.device.type == "cpu":
             buf = grad.view(-1).numpy()  # shares grad's memory
             allreduce_(buf)
             buf /= num_procs()
-            return
+            return []
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    flat = np.ascontiguousarray(_flat(grads))
+    flat = np.concatenate([_flat(grads), np.asarray(extras, dtype=np.float32)])
     allreduce_(flat)
     flat /= num_procs()
-    _unflat(flat, grads)  # the existing grads are written in place; the stand-in zeros are dropped
+    n = len(flat) - len(extras)
+    _unflat(flat[:n], grads)  # the existing grads are written in place; the stand-in zeros are dropped
+    return [float(x) for x in flat[n:]]

@@ -1,4 +1,8 @@
-"""PPO-clip in TensorFlow 2: the same update as rlexp/algos/ppo/torch.py, step for step."""
+"""PPO-clip in TensorFlow 2: the same update as rlexp/algos/ppo/torch.py, step for step.
+
+Each policy step is one compiled call: gradients and approximate KL averaged in one allreduce, the
+Adam step applied only when that KL is within ``1.5 * target_kl``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
-from rlexp import comm
 from rlexp.algos.tf_common import OnPolicyTFLearner
+from rlexp.comm.tf import avg_grads
 from rlexp.config import RLExpConfig
 from rlexp.nn.tf import Adam
 
@@ -21,8 +25,7 @@ class PPOLearner(OnPolicyTFLearner):
         super().__init__(obs_space, act_space, cfg, seed)
         self.pi_optimizer = Adam(self.ac.pi_params, lr=self.algo.pi_lr)
         self._pi_info = self.function(self.loss_pi)
-        self._pi_grads = self.function(self._pi_grads_graph)
-        self._pi_apply = self.function(lambda grads: self.apply(self.pi_optimizer, grads))
+        self._pi_step = self.function(self._pi_step_graph)
 
     def optimizers(self) -> dict[str, Adam]:
         return {**super().optimizers(), "pi": self.pi_optimizer}
@@ -43,21 +46,24 @@ class PPOLearner(OnPolicyTFLearner):
             tf.reduce_mean(tf.cast(clipped, tf.float32)),
         )
 
-    def _pi_grads_graph(self, d: dict[str, tf.Tensor]) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    def _pi_step_graph(self, d: dict[str, tf.Tensor]) -> tf.Tensor:
+        """One policy step unless the rank-averaged KL before it exceeds the bound; return that KL."""
         with tf.GradientTape() as tape:
             loss, kl, _, _ = self.loss_pi(d)
-        return kl, tape.gradient(loss, self.ac.pi_params)
+        *grads, kl = avg_grads(tape.gradient(loss, self.ac.pi_params), [kl])
+        # Compared in float64, as torch compares the KL (a float32 value) with the Python bound.
+        if tf.cast(kl, tf.float64) <= 1.5 * self.algo.target_kl:
+            self.pi_optimizer.apply(grads)
+        return kl
 
     def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         d = self.tensors(batch)
         loss_old, _, ent_old, _ = self._pi_info(d)
         stop_iter = self.algo.train_pi_iters - 1
         for i in range(self.algo.train_pi_iters):
-            kl, grads = self._pi_grads(d)
-            if comm.mpi_avg(float(kl)) > 1.5 * self.algo.target_kl:
+            if float(self._pi_step(d)) > 1.5 * self.algo.target_kl:  # no step was taken
                 stop_iter = i
                 break
-            self._pi_apply(grads)
         loss_new, kl_new, _, cf_new = self._pi_info(d)
         v_old, v_new = self.update_v(d)
         return {

@@ -3,6 +3,8 @@
 Per epoch: up to ``train_pi_iters`` full-batch Adam steps on the clipped surrogate
 ``-mean(min(r*A, clip(r, 1-eps, 1+eps)*A))`` with ``r = pi(a|s) / pi_old(a|s)``, stopping early when
 the rank-averaged approximate KL exceeds ``1.5 * target_kl``; then ``train_v_iters`` value steps.
+The KL is averaged in the same allreduce as the gradients (one collective per policy step); the
+step is taken only when that KL is within bounds, so the parameters follow Spinning Up's schedule.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch.distributions import Distribution
 
-from rlexp import comm
 from rlexp.algos.torch_common import OnPolicyTorchLearner, adam
 from rlexp.comm.torch import avg_grads
 from rlexp.config import RLExpConfig
@@ -29,16 +31,26 @@ class PPOLearner(OnPolicyTorchLearner):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "pi": self.pi_optimizer}
 
-    def loss_pi(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Clipped surrogate loss and its diagnostics: approx KL, entropy, fraction clipped."""
+    def surrogate(
+        self, data: dict[str, torch.Tensor]
+    ) -> tuple[Distribution, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(pi, clipped surrogate loss, probability ratio r, approximate KL to the data's policy)."""
         eps = self.algo.clip_ratio
         pi, logp = self.ac.pi(data["obs"], data["act"])
         ratio = torch.exp(logp - data["logp"])
         adv = data["adv"]
         loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv).mean()
         with torch.no_grad():
+            kl = (data["logp"] - logp).mean()
+        return pi, loss, ratio, kl
+
+    def loss_pi(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Clipped surrogate loss and its diagnostics: approx KL, entropy, fraction clipped."""
+        eps = self.algo.clip_ratio
+        pi, loss, ratio, kl = self.surrogate(data)
+        with torch.no_grad():
             info = {
-                "kl": (data["logp"] - logp).mean().item(),
+                "kl": kl.item(),
                 "ent": pi.entropy().mean().item(),
                 "cf": ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean().item(),
             }
@@ -57,12 +69,12 @@ class PPOLearner(OnPolicyTorchLearner):
         stop_iter = self.algo.train_pi_iters - 1
         for i in range(self.algo.train_pi_iters):
             self.pi_optimizer.zero_grad()
-            loss, info = self.loss_pi(data)
-            if comm.mpi_avg(info["kl"]) > 1.5 * self.algo.target_kl:
+            _, loss, _, kl = self.surrogate(data)
+            loss.backward()
+            (kl_avg,) = avg_grads(params, [kl.item()])  # gradients and KL in one allreduce
+            if kl_avg > 1.5 * self.algo.target_kl:  # the KL before this step: do not take it
                 stop_iter = i
                 break
-            loss.backward()
-            avg_grads(params)
             self.pi_optimizer.step()
         with torch.no_grad():
             loss_new, info_new = self.loss_pi(data)
