@@ -133,6 +133,7 @@ def off_policy_batch(n: int = 64) -> dict:
 )
 def test_off_policy_update_parity(algo, overrides):
     t, f = pair(algo, BOX, *overrides)
+    obs = np.random.default_rng(5).uniform(-1, 1, 5).astype(np.float32)
     for step in range(3):  # TD3: policy and targets move on updates 0 and 2 only
         batch = off_policy_batch()
         batch = {
@@ -142,10 +143,14 @@ def test_off_policy_update_parity(algo, overrides):
             or (algo == "td3" and k == "target_noise")
             or (algo == "sac" and k in ("noise", "noise2"))
         }
+        # TF acts in numpy on a weight snapshot taken lazily: acting first caches it, and an update
+        # that moves the policy must make the next act see the new weights
+        np.testing.assert_allclose(f.act(obs), t.act(obs), rtol=RTOL, atol=ATOL)
         st, sf = t.update(dict(batch)), f.update(dict(batch))
         assert_same_stats(st, sf)
         assert_same_params(t, f)
         assert ("LossPi" in st) == ("LossPi" in sf), step
+        np.testing.assert_allclose(f.act(obs), t.act(obs), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
@@ -160,7 +165,12 @@ def test_tf_checkpoint_round_trip_without_pickle(tmp_path, algo):
         assert "__meta__" in data.files
     cfg = composed(f"algo={algo}", "network.hidden_sizes=[32,32]", "backend=tf", "seed=9")
     fresh = ALGOS[algo].learner_class("tf")(OBS, BOX, cfg, seed=9)
+    obs = np.linspace(-1, 1, 5).astype(np.float32)
+    before = fresh.act(obs, deterministic=True)  # acting on the fresh weights caches their snapshot
     loop = fresh.load(tmp_path / "c.npz")
+    after = fresh.act(obs, deterministic=True)
+    np.testing.assert_array_equal(after, f.act(obs, deterministic=True))
+    assert not np.array_equal(before, after)
     assert loop["epoch"] == 2 and loop["replay"]["ptr"] == 3 and loop["replay"]["obs"].shape == (3, 5)
     for name, values in f.get_weights().items():
         for a, b in zip(values, fresh.get_weights()[name], strict=True):

@@ -58,7 +58,7 @@ class MLP(tf.Module):
         self.layers = [Dense(sizes[i], sizes[i + 1], rng) for i in range(len(sizes) - 1)]
         self.act, self.out_act = ACTIVATIONS[activation], ACTIVATIONS[output_activation]
         self.activation, self.output_activation = activation, output_activation
-        self._snapshot: Layers = []
+        self._snapshot: Layers | None = None  # float64 copies for np_forward; None: stale
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         for i, layer in enumerate(self.layers):
@@ -75,11 +75,15 @@ class MLP(tf.Module):
         return [(layer.weight.numpy(), layer.bias.numpy()) for layer in self.layers]
 
     def snapshot(self) -> None:
-        """Copy the current weights for :meth:`np_forward` (call after every change of the variables)."""
-        self._snapshot = self.weights()
+        """Snapshot the current weights for :meth:`np_forward` (call after every change of the
+        variables). The copy is taken at the next :meth:`np_forward`, so a burst of updates copies once."""
+        self._snapshot = None
 
     def np_forward(self, x: np.ndarray) -> np.ndarray:
-        """The same function in numpy on the last snapshot (float64), for one observation at a time."""
+        """The same function in numpy on the last snapshot, for one observation at a time. The weights
+        are kept as float64 (the precision of the computation), not converted on every call."""
+        if self._snapshot is None:
+            self._snapshot = [(w.astype(np.float64), b.astype(np.float64)) for w, b in self.weights()]
         return mlp_forward(self._snapshot, x, self.activation, self.output_activation)
 
 
@@ -250,12 +254,18 @@ class SquashedGaussianActor(Net):
         ]
 
     def snapshot(self) -> None:
+        """As :meth:`MLP.snapshot`: the weights are copied (float64) at the next :meth:`np_forward`."""
         self.net.snapshot()
-        self._heads = [(d.weight.numpy(), d.bias.numpy()) for d in (self.mu_layer, self.log_std_layer)]
+        self._heads: Layers | None = None
 
     def np_forward(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
         """tanh(mu + std * noise) (or tanh(mu) without noise) in numpy, on the last snapshot."""
         h = self.net.np_forward(obs)
+        if self._heads is None:
+            self._heads = [
+                (d.weight.numpy().astype(np.float64), d.bias.numpy().astype(np.float64))
+                for d in (self.mu_layer, self.log_std_layer)
+            ]
         (wm, bm), (ws, bs) = self._heads
         mu = h @ wm.T + bm
         if noise is None:
