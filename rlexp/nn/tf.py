@@ -242,6 +242,7 @@ class SquashedGaussianActor(Net):
         self.net = MLP([obs_dim, *hidden_sizes], activation, rng, output_activation=activation)
         self.mu_layer = Dense(hidden_sizes[-1], act_dim, rng)
         self.log_std_layer = Dense(hidden_sizes[-1], act_dim, rng)
+        self._heads: Layers | None = None  # float64 copies of the two heads for np_forward; None: stale
 
     @property
     def params(self) -> list[tf.Variable]:
@@ -256,7 +257,7 @@ class SquashedGaussianActor(Net):
     def snapshot(self) -> None:
         """As :meth:`MLP.snapshot`: the weights are copied (float64) at the next :meth:`np_forward`."""
         self.net.snapshot()
-        self._heads: Layers | None = None
+        self._heads = None
 
     def np_forward(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
         """tanh(mu + std * noise) (or tanh(mu) without noise) in numpy, on the last snapshot."""
