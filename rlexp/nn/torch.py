@@ -91,9 +91,6 @@ class GaussianActor(nn.Module):
     def distribution(self, obs: torch.Tensor) -> Distribution:
         return Normal(self.mu_net(obs), torch.exp(self.log_std))
 
-    def log_prob(self, pi: Distribution, act: torch.Tensor) -> torch.Tensor:
-        return pi.log_prob(act).sum(axis=-1)
-
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
         """pi and log pi(act|obs). The log-density is computed from the (act_dim,) std, not from the
         Normal's copy of it broadcast to the batch (the same values, without a batch-sized log)."""
