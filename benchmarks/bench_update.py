@@ -28,6 +28,7 @@ def measure(
 
     from rlexp.algos import ALGOS
     from rlexp.buffers import ReplayBuffer
+    from rlexp.seeding import RankSeeds
 
     sys.path.insert(0, str(ROOT))  # tests.conftest composes configs exactly as the CLI does
     from tests.conftest import composed
@@ -42,7 +43,7 @@ def measure(
     )
     obs_space = spaces.Box(-np.inf, np.inf, (17,), np.float32)
     act_space = spaces.Box(-1.0, 1.0, (6,), np.float32)
-    learner = ALGOS[algo].learner_class(backend)(obs_space, act_space, cfg, 0)
+    learner = ALGOS[algo].learner_class(backend)(obs_space, act_space, cfg, RankSeeds(0))
     rng = np.random.default_rng(0)
     replay = ReplayBuffer(17, 6, 10_000)
     for _ in range(10_000):

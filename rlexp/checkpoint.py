@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from rlexp import comm
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_bytes
 
@@ -127,42 +126,6 @@ def _array_keys(obj: Any) -> list[str]:
     if isinstance(obj, list):
         return [k for v in obj for k in _array_keys(v)]
     return []
-
-
-def save_checkpoint(
-    learner: Any, run_dir: str | os.PathLike, epoch: int, loop_state: dict[str, Any], keep: int | None
-) -> None:
-    """Every rank saves ``learner`` and its ``loop_state``; rank 0 last, then it prunes. A collective."""
-    rank, size = comm.proc_id(), comm.num_procs()
-    path = checkpoint_path(run_dir, epoch, learner.CHECKPOINT_SUFFIX)
-    loop_state = {**loop_state, "world_size": size}
-    if rank > 0:
-        learner.save(rank_path(path, rank), loop_state)
-    comm.barrier()
-    if rank == 0:
-        learner.save(path, loop_state)
-        prune_checkpoints(run_dir, keep)
-    comm.barrier()
-
-
-def restore_checkpoint(learner: Any, run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """Load this rank's part of the newest checkpoint into ``learner``; return its loop state (None: none)."""
-    latest = latest_checkpoint(run_dir)
-    if latest is None:
-        return None
-    rank, size = comm.proc_id(), comm.num_procs()
-    path = rank_path(latest[1], rank)
-    if not path.is_file():
-        raise RLExpError(
-            f"checkpoint {latest[1]} has no file for rank {rank} ({path.name}); it was written by fewer ranks"
-        )
-    loop = learner.load(path)
-    if int(loop.get("world_size", 1)) != size:
-        raise RLExpError(
-            f"checkpoint {latest[1]} was written by {loop.get('world_size')} MPI ranks; "
-            f"resume it with comm.procs={loop.get('world_size')}"
-        )
-    return loop
 
 
 def _to_torch(obj: Any) -> Any:

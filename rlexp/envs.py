@@ -11,8 +11,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rlexp.config import EnvConfig
 from rlexp.errors import RLExpError
+from rlexp.schema import AlgoConfig, EnvConfig
 
 # gymnasium 1.x warns on every v4 MuJoCo env; users chose v4 on purpose (Spinning Up comparisons).
 warnings.filterwarnings(
@@ -51,8 +51,11 @@ def _registered_id(env_id: str) -> str:
     return env_id
 
 
-def make_env(cfg: EnvConfig, seed: int | None = None, **make_kwargs: Any) -> gym.Env:
-    """A gymnasium env with flat float observations, seeded with ``seed`` (env, and action space).
+def make_env(
+    cfg: EnvConfig, seed: int | None = None, action_space_seed: int | None = None, **make_kwargs: Any
+) -> gym.Env:
+    """A gymnasium env with flat float observations, reset with ``seed`` and its action space seeded
+    with ``action_space_seed`` (two streams of :class:`rlexp.seeding.RankSeeds`).
 
     Observations that are Box of any shape or Discrete are flattened to one float vector (Discrete
     becomes one-hot). ``cfg.max_ep_len`` replaces the env's own time limit when set.
@@ -76,35 +79,30 @@ def make_env(cfg: EnvConfig, seed: int | None = None, **make_kwargs: Any) -> gym
         env = gym.wrappers.FlattenObservation(env)
     if seed is not None:
         env.reset(seed=seed)
-        env.action_space.seed(seed)
+    if action_space_seed is not None:
+        env.action_space.seed(action_space_seed)
     return env
 
 
-def check_spaces(
-    algo: str,
-    env_id: str,
-    obs_space: spaces.Space,
-    act_space: spaces.Space,
-    action_spaces: tuple[type[spaces.Space], ...],
-    bounded: bool = False,
-) -> None:
-    """Raise RLExpError naming the algorithm and the space unless both spaces are supported.
+def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
+    """Raise RLExpError naming the algorithm and the space unless ``algo`` supports both spaces.
 
-    ``bounded``: a Box action space must also have finite bounds (the policy is squashed into them).
+    ``algo.BOUNDED_ACTIONS``: a Box action space must also have finite bounds (the policy is squashed into them).
     """
+    name = algo.NAME
     if not isinstance(obs_space, (spaces.Box, spaces.Discrete)):
         raise RLExpError(
-            f"{algo} cannot handle the observation space {obs_space} of {env_id}; supported: Box, Discrete"
+            f"{name} cannot handle the observation space {obs_space} of {env_id}; supported: Box, Discrete"
         )
-    if not isinstance(act_space, action_spaces):
-        names = ", ".join(s.__name__ for s in action_spaces)
-        raise RLExpError(f"{algo} cannot handle the action space {act_space} of {env_id}; supported: {names}")
+    if not isinstance(act_space, algo.ACTION_SPACES):
+        names = ", ".join(s.__name__ for s in algo.ACTION_SPACES)
+        raise RLExpError(f"{name} cannot handle the action space {act_space} of {env_id}; supported: {names}")
     if (
-        bounded
+        algo.BOUNDED_ACTIONS
         and isinstance(act_space, spaces.Box)
         and not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high)))
     ):
-        raise RLExpError(f"{algo} needs finite action bounds, but {env_id} has the action space {act_space}")
+        raise RLExpError(f"{name} needs finite action bounds, but {env_id} has the action space {act_space}")
 
 
 def action_dims(act_space: spaces.Space) -> tuple[tuple[int, ...], Any]:

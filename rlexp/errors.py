@@ -35,6 +35,14 @@ def check(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def check_at_least(group: object, **minimums: float) -> None:
+    """Raise :class:`ConfigError` naming the first key of ``group`` (an ``algo`` config) whose value
+    is below its minimum: ``check_at_least(cfg, start_steps=0, update_every=1)``."""
+    for key, minimum in minimums.items():
+        value = getattr(group, key)
+        check(value >= minimum, f"algo.{key}={value} is out of range; use >= {minimum}")
+
+
 def argument_parser(**kwargs: object) -> argparse.ArgumentParser:
     """An ``argparse.ArgumentParser`` whose usage errors (unknown option, bad value) are one line
     ``rlexp: error: <prog>: ...`` and exit status 2, like every other error a user can cause."""

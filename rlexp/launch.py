@@ -28,13 +28,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp.checkpoint import check_meta, latest_checkpoint, rank_path, read_checkpoint_meta
-from rlexp.config import CommConfig, RLExpConfig, load_config, register_resolvers, to_container
+from rlexp.config import CONFIG_FILE, load_config, register_resolvers, to_container
 from rlexp.errors import RLExpError, WorkerError, report
 from rlexp.fileio import atomic_write_text
 from rlexp.logger import colorize, save_config
 from rlexp.provenance import collect, write_provenance
+from rlexp.schema import CommConfig, RLExpConfig
 from rlexp.stopping import Stopped, StopRequest, hand_over
-from rlexp.worker import CONFIG_FILE
 
 register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLURM) that import only this module
 
@@ -45,14 +45,13 @@ RESUMABLE_KEYS = ("algo.epochs", "comm.mpiexec", "comm.oversubscribe", "comm.ext
 def validate_experiment(cfg: RLExpConfig) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
     and the env fits the algorithm."""
-    from rlexp.algos import ALGOS
     from rlexp.envs import check_spaces, make_env
 
-    spec = ALGOS[cfg.algo.name]
-    if cfg.backend.name not in spec.learners:
+    algo = cfg.algo
+    if cfg.backend.name not in algo.BACKENDS:
         raise RLExpError(
-            f"backend={cfg.backend.name} has no {cfg.algo.name} learner; "
-            f"available for {cfg.algo.name}: {', '.join(spec.learners)}"
+            f"backend={cfg.backend.name} has no {algo.NAME} learner; "
+            f"available for {algo.NAME}: {', '.join(algo.BACKENDS)}"
         )
     if cfg.backend.name == "torch" and cfg.backend.device.startswith("cuda"):
         from rlexp.algos.torch_common import torch_device  # imports torch: only for torch runs
@@ -60,17 +59,7 @@ def validate_experiment(cfg: RLExpConfig) -> None:
         torch_device(cfg.backend.device)  # TF checks its GPU when the learner starts (setup_tf)
     env = make_env(cfg.env)
     try:
-        from gymnasium import spaces
-
-        allowed = tuple(getattr(spaces, name) for name in spec.action_spaces)
-        check_spaces(
-            cfg.algo.name,
-            cfg.env.id,
-            env.observation_space,
-            env.action_space,
-            allowed,
-            bounded=spec.family == "off_policy",
-        )
+        check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
     finally:
         env.close()
 

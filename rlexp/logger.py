@@ -242,10 +242,3 @@ class EpochLogger(Logger):
         if with_min_and_max:
             super().log_tabular("Max" + key, stats[3])
             super().log_tabular("Min" + key, stats[2])
-
-    def get_stats(self, key: str) -> tuple[float, float]:
-        """Pooled mean and std of the values stored under ``key`` (they stay stored)."""
-        vals = self.epoch_dict.get(key, [])
-        mean, std = comm.statistics_scalar(self._values(key))
-        self.epoch_dict[key] = vals
-        return mean, std

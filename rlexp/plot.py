@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlexp.display import has_display
 from rlexp.errors import RLExpError, argument_parser, report
 from rlexp.fileio import atomic_write_bytes, atomic_write_text
 
@@ -329,13 +330,6 @@ def to_markdown(df: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
-
-
-def has_display() -> bool:
-    """Whether a window can be shown (macOS and Windows always; elsewhere an X or Wayland display)."""
-    return sys.platform in ("darwin", "win32") or bool(
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    )
 
 
 def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args: argparse.Namespace) -> Any:

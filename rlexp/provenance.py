@@ -4,7 +4,8 @@ Written once by the launcher into the run directory, beside config.yaml, before 
 records the command line and the job's overrides, the git commit of the rlexp source and whether its
 tree had uncommitted changes, the versions of the key packages (read from package metadata: no
 deep-learning library is imported for this), Python, the machine (cores, GPUs from nvidia-smi if it
-exists), the MPI world size and every seed the ranks use. Nothing in it is needed to load a run.
+exists), the MPI world size and every seed the ranks use (one per random stream and rank). Nothing
+in it is needed to load a run.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlexp.config import RLExpConfig
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -88,20 +90,13 @@ def gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()] if out else []
 
 
-def rank_seeds(cfg: RLExpConfig) -> list[dict[str, int]]:
-    """Every seed of every rank: env, backend and sampling seed, and off-policy's test env seed."""
-    from rlexp.algos import ALGOS
-    from rlexp.algos.on_policy import rank_seed
-
-    off_policy = ALGOS[cfg.algo.name].family == "off_policy"
-    seeds = []
-    for rank in range(cfg.comm.procs):
-        seed = rank_seed(cfg.seed, rank)
-        entry = {"rank": rank, "seed": seed}
-        if off_policy:
-            entry["test_env_seed"] = seed + 5000
-        seeds.append(entry)
-    return seeds
+def rank_seeds(cfg: RLExpConfig) -> list[dict[str, Any]]:
+    """Every seed of every rank: the run's ``seed`` and the integer seed of each of the rank's random
+    streams derived from it (see :mod:`rlexp.seeding`)."""
+    return [
+        {"rank": rank, "seed": cfg.seed, "streams": RankSeeds(cfg.seed, rank).as_dict()}
+        for rank in range(cfg.comm.procs)
+    ]
 
 
 def collect(cfg: RLExpConfig, overrides: list[str], argv: list[str] | None = None) -> dict[str, Any]:

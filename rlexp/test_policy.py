@@ -21,13 +21,17 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlexp.checkpoint import list_checkpoints
+from rlexp.display import has_display
 from rlexp.errors import RLExpError, argument_parser, report
 from rlexp.fileio import atomic_output
+
+if TYPE_CHECKING:
+    from rlexp.algos.learner import Learner
 
 Policy = Callable[[np.ndarray], Any]
 
@@ -44,12 +48,10 @@ def load_policy_and_env(
     :returns: the env made from the run's config, a function from one observation to the action
         ``env.step`` takes, and the epoch of the checkpoint loaded.
     """
-    from omegaconf import OmegaConf
-
-    from rlexp.algos import ALGOS
-    from rlexp.config import load_config
+    from rlexp.config import CONFIG_FILE, load_run_config
     from rlexp.envs import make_env
-    from rlexp.worker import CONFIG_FILE, prepare_backend
+    from rlexp.seeding import RankSeeds
+    from rlexp.worker import prepare_backend
 
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
@@ -67,14 +69,15 @@ def load_policy_and_env(
         raise RLExpError(
             f"--itr {itr}: no checkpoint after epoch {itr}; available: {', '.join(map(str, ckpts))}"
         )
-    cfg = load_config(OmegaConf.load(run_dir / CONFIG_FILE))
+    cfg = load_run_config(run_dir)
     cfg.comm.procs = 1
     prepare_backend(cfg)
-    spec = ALGOS[cfg.algo.name]
     env = make_env(cfg.env, render_mode=render_mode)
-    learner = spec.learner_class(cfg.backend.name)(env.observation_space, env.action_space, cfg, cfg.seed)
+    learner: Learner = cfg.algo.learner_class(cfg.backend.name)(
+        env.observation_space, env.action_space, cfg, RankSeeds(cfg.seed)
+    )
     learner.load(ckpts[epoch])
-    to_env = spec.env_action(env.action_space)
+    to_env = cfg.algo.env_action(env.action_space)
 
     def get_action(obs: np.ndarray) -> Any:
         return to_env(learner.act(obs, deterministic=deterministic))
@@ -175,13 +178,6 @@ def run_policy(
     logger.log_tabular("EpLen", average_only=True)
     logger.dump_tabular()
     return episodes
-
-
-def has_display() -> bool:
-    """Whether a window can be opened."""
-    return sys.platform in ("darwin", "win32") or bool(
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    )
 
 
 def build_parser() -> Any:

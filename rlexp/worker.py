@@ -11,16 +11,13 @@ import sys
 import traceback
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from rlexp import comm
 from rlexp.checkpoint import latest_checkpoint
-from rlexp.config import RLExpConfig, load_config
+from rlexp.config import load_run_config
 from rlexp.errors import RLExpError
 from rlexp.logger import EpochLogger
+from rlexp.schema import RLExpConfig
 from rlexp.stopping import Stopped, StopRequest
-
-CONFIG_FILE = "config.yaml"
 
 
 def prepare_backend(cfg: RLExpConfig) -> None:
@@ -28,7 +25,7 @@ def prepare_backend(cfg: RLExpConfig) -> None:
 
     TensorFlow quiet: log level 3, and the first import runs with file descriptor 2 on /dev/null,
     because TF prints its oneDNN notice before any log level applies. (Turning oneDNN off would
-    silence it too, but costs ~15% of an off-policy update on CPU.) An import error still raises.
+    silence it too, but slows TF's updates on CPU: docs/benchmarks.md.) An import error still raises.
     """
     if cfg.backend.name == "tf" and cfg.backend.quiet:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -50,14 +47,8 @@ def run(run_dir: Path, stop: StopRequest) -> None:
 
     Raises :class:`rlexp.stopping.Stopped` when ``stop`` ended the run early (after a checkpoint).
     """
-    from rlexp.algos import ALGOS
-
-    path = run_dir / CONFIG_FILE
-    if not path.is_file():
-        raise RLExpError(f"{path} does not exist; is {run_dir} an rlexp run directory?")
-    cfg = load_config(OmegaConf.load(path))
+    cfg = load_run_config(run_dir)
     prepare_backend(cfg)
-    spec = ALGOS[cfg.algo.name]
     latest = latest_checkpoint(run_dir)
     logger = EpochLogger(
         run_dir,
@@ -66,7 +57,7 @@ def run(run_dir: Path, stop: StopRequest) -> None:
         tensorboard=cfg.logger.tensorboard,
     )
     try:
-        spec.loop()(cfg, spec, run_dir, logger, stop)
+        cfg.algo.loop()(cfg, run_dir, logger, stop)
     finally:
         logger.close()
 

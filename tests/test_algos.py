@@ -144,11 +144,16 @@ OFF = [
     "network.activation=relu",
 ]
 LEARNING = [
-    ("vpg", ["env=CartPole-v1", "algo.epochs=16", "algo.pi_lr=1e-2"], "AverageEpRet", 400),
-    ("trpo", ["env=CartPole-v1", "algo.epochs=20"], "AverageEpRet", 400),
-    ("ppo", ["env=InvertedPendulum-v4", "algo.epochs=15"], "AverageEpRet", 500),
+    # re-derived with the random streams of issue 13: final AverageEpRet 394, 448, 394 at seeds 0, 1, 2
+    ("vpg", ["env=CartPole-v1", "algo.epochs=16", "algo.pi_lr=1e-2"], "AverageEpRet", 300),
+    # re-derived (issue 13): final AverageEpRet 327, 457, 500 at seeds 0, 1, 2 (torch)
+    ("trpo", ["env=CartPole-v1", "algo.epochs=20"], "AverageEpRet", 250),
+    # re-derived (issue 13): final AverageEpRet 166, 726, 168 at seeds 0, 1, 2 (torch); random play ~10
+    ("ppo", ["env=InvertedPendulum-v4", "algo.epochs=15"], "AverageEpRet", 100),
     ("trpo", ["env=InvertedPendulum-v4", "algo.epochs=20"], "AverageEpRet", 300),
-    ("vpg", ["env=InvertedPendulum-v4", "algo.epochs=20", "algo.pi_lr=1e-2"], "AverageEpRet", 100),
+    # re-derived (issue 13): final AverageEpRet 69, 174, 119, 216, 309 (torch) and 119, 82, 195, 146, 90
+    # (tf) at seeds 0-4; the first epoch ~10
+    ("vpg", ["env=InvertedPendulum-v4", "algo.epochs=20", "algo.pi_lr=1e-2"], "AverageEpRet", 50),
     ("ddpg", [*OFF, "algo.epochs=8"], "AverageTestEpRet", -400),
     ("td3", [*OFF, "algo.epochs=8"], "AverageTestEpRet", -400),
     ("sac", [*OFF, "algo.epochs=5"], "AverageTestEpRet", -400),

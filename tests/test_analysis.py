@@ -17,6 +17,7 @@ import pytest
 from scipy import stats
 
 from rlexp.logger import EpochLogger
+from rlexp.seeding import RankSeeds
 
 from .conftest import ROOT, run_cli, train
 
@@ -102,7 +103,10 @@ def test_sweep_plot_table_tensorboard_and_provenance(tmp_path):
     seed = int(next(o for o in overrides if o.startswith("seed=")).split("=")[1])
     assert {"algo.lr=0.001", "algo.lr=0.0003"} & set(overrides) and "logger.tensorboard=True" in overrides
     assert prov["command"][1:3] == ["-m", "rlexp"] and "--multirun" in prov["command"]
-    assert prov["seeds"] == [{"rank": 0, "seed": seed}] and prov["mpi"] == {"world_size": 1}
+    streams = RankSeeds(seed, 0).as_dict()  # one seed per random stream (issue 13, part 6)
+    assert prov["seeds"] == [{"rank": 0, "seed": seed, "streams": streams}] and prov["mpi"] == {
+        "world_size": 1
+    }
     assert prov["packages"]["torch"] and prov["packages"]["gymnasium"] and prov["backend"] == "torch"
     assert prov["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert prov["machine"]["cpu_count"] >= 1 and isinstance(prov["machine"]["gpus"], list)
@@ -342,15 +346,16 @@ def test_tensorboard_is_off_by_default(tmp_path):
 
 def test_provenance_lists_every_rank_seed():
     from rlexp.provenance import collect
+    from rlexp.seeding import STREAMS, RankSeeds
 
     from .conftest import composed
 
     record = collect(composed("algo=sac", "env=Pendulum-v1", "comm.procs=3", "seed=7"), ["seed=7"], ["x"])
-    assert record["seeds"] == [
-        {"rank": 0, "seed": 7, "test_env_seed": 5007},
-        {"rank": 1, "seed": 10007, "test_env_seed": 15007},
-        {"rank": 2, "seed": 20007, "test_env_seed": 25007},
-    ]
+    assert [s["rank"] for s in record["seeds"]] == [0, 1, 2]
+    for rank, seeds in enumerate(record["seeds"]):  # every stream of every rank (rlexp/seeding.py)
+        assert seeds == {"rank": rank, "seed": 7, "streams": {k: RankSeeds(7, rank)[k] for k in STREAMS}}
+    all_streams = [v for s in record["seeds"] for v in s["streams"].values()]
+    assert len(set(all_streams)) == 3 * len(STREAMS)  # no two streams share a seed
     assert (
         record["mpi"] == {"world_size": 3}
         and record["command"] == ["x"]

@@ -16,13 +16,14 @@ import sys
 from omegaconf import OmegaConf
 from tests.conftest import composed
 from rlexp.algos import ALGOS
+from rlexp.seeding import RankSeeds
 from rlexp.worker import prepare_backend
 import gymnasium as gym
 for algo in ("ppo", "sac"):
     cfg = composed(f"algo={algo}", "backend={backend}", "env=Pendulum-v1", "network.hidden_sizes=[8]")
     prepare_backend(cfg)
     env = gym.make("Pendulum-v1")
-    ALGOS[algo].learner_class("{backend}")(env.observation_space, env.action_space, cfg, 0)
+    ALGOS[algo].learner_class("{backend}")(env.observation_space, env.action_space, cfg, RankSeeds(0))
 assert "{other}" not in sys.modules, "{backend} run imported {other}"
 print("isolated")
 """

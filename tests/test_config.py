@@ -6,7 +6,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import rlexp.__main__ as entry
-from rlexp.config import PPOConfig, load_config
+from rlexp.algos.ppo import PPOConfig
+from rlexp.config import load_config
 
 
 def composed(*overrides: str):

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from rlexp.algos import ALGOS
 from rlexp.envs import ActionScaler
 from rlexp.nn.torch import SquashedGaussianActor
+from rlexp.seeding import RankSeeds
 
 from .conftest import composed
 
@@ -20,7 +21,7 @@ DISCRETE = spaces.Discrete(3)
 
 def learner(algo: str, act_space: spaces.Space = BOX, *overrides: str):
     cfg = composed(f"algo={algo}", "network.hidden_sizes=[16,16]", *overrides)
-    return ALGOS[algo].learner_class("torch")(OBS, act_space, cfg, seed=0)
+    return ALGOS[algo].learner_class("torch")(OBS, act_space, cfg, RankSeeds(0))
 
 
 def on_policy_batch(lrn, n: int = 64) -> dict[str, np.ndarray]:
@@ -98,7 +99,7 @@ def test_npg_takes_the_full_step_without_line_search():
 
 
 def test_conjugate_gradient_solves_spd_system():
-    from rlexp.algos.trpo import conjugate_gradient
+    from rlexp.algos.trpo.natural_gradient import conjugate_gradient
 
     g = torch.Generator().manual_seed(0)
     m = torch.randn(6, 6, generator=g, dtype=torch.float64)

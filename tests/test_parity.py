@@ -13,6 +13,7 @@ import torch
 from gymnasium import spaces
 
 from rlexp.algos import ALGOS
+from rlexp.seeding import RankSeeds
 
 from .conftest import composed
 
@@ -25,9 +26,9 @@ RTOL, ATOL = 2e-4, 2e-5
 def pair(algo: str, act_space: spaces.Space, *overrides: str):
     """(torch learner, tf learner) with the tf weights copied from torch."""
     cfg = composed(f"algo={algo}", "network.hidden_sizes=[32,32]", "backend=tf", *overrides)
-    tf_learner = ALGOS[algo].learner_class("tf")(OBS, act_space, cfg, seed=0)
+    tf_learner = ALGOS[algo].learner_class("tf")(OBS, act_space, cfg, RankSeeds(0))
     torch_cfg = dataclasses.replace(cfg, backend=composed("backend=torch").backend)  # each its own config
-    torch_learner = ALGOS[algo].learner_class("torch")(OBS, act_space, torch_cfg, seed=0)
+    torch_learner = ALGOS[algo].learner_class("torch")(OBS, act_space, torch_cfg, RankSeeds(0))
     tf_learner.set_weights(
         {k: [p.detach().numpy() for p in m.parameters()] for k, m in torch_learner.modules().items()}
     )
@@ -87,8 +88,14 @@ def test_on_policy_update_parity(algo, overrides, space):
     t, f = pair(algo, space, "algo.train_v_iters=20", *overrides)
     batch = on_policy_batch(t, space)
     st, sf = t.update(batch), f.update(batch)
-    assert_same_stats(st, sf)
-    assert_same_params(t, f)
+    # TRPO's conjugate gradient amplifies the float32 rounding of the Fisher-vector products by a
+    # factor that depends on the initial weights. Measured over 10 initialisations (with the code
+    # before and after the random streams of issue 13 alike): parameters needed an atol of 2.5e-7 to
+    # 1.2e-4 beside rtol 2e-4, statistics a rtol of 5e-6 to 7.8e-4 (Gaussian policies; categorical
+    # ones stay within the default). These tolerances hold for any initialisation, with ~1.7x margin.
+    rtol, atol = (1e-3, 2e-4) if algo == "trpo" and space is BOX else (RTOL, ATOL)
+    assert_same_stats(st, sf, rtol=rtol)
+    assert_same_params(t, f, atol=atol)
     if algo == "ppo":
         assert st["StopIter"] == sf["StopIter"] < 79
     if "BacktrackIters" in st:
@@ -102,8 +109,10 @@ def test_trpo_backtracking_line_search_parity():
     st, sf = t.update(batch), f.update(batch)
     assert st["BacktrackIters"] == sf["BacktrackIters"] == 1
     # such a large step amplifies float32 rounding of the Fisher-vector products in conjugate gradient
-    assert_same_stats(st, sf, rtol=2e-3)
-    assert_same_params(t, f, rtol=2e-3, atol=1e-4)
+    # further: over 10 initialisations parameters needed an atol of 1.2e-6 to 9.6e-4 beside rtol 2e-3,
+    # statistics a rtol of 1.2e-4 to 8.2e-3 (see test_on_policy_update_parity)
+    assert_same_stats(st, sf, rtol=1.5e-2)
+    assert_same_params(t, f, rtol=2e-3, atol=1.5e-3)
 
 
 def off_policy_batch(n: int = 64) -> dict:
@@ -164,7 +173,7 @@ def test_tf_checkpoint_round_trip_without_pickle(tmp_path, algo):
     with np.load(tmp_path / "c.npz", allow_pickle=False) as data:  # plain arrays: no pickle anywhere
         assert "__meta__" in data.files
     cfg = composed(f"algo={algo}", "network.hidden_sizes=[32,32]", "backend=tf", "seed=9")
-    fresh = ALGOS[algo].learner_class("tf")(OBS, BOX, cfg, seed=9)
+    fresh = ALGOS[algo].learner_class("tf")(OBS, BOX, cfg, RankSeeds(9))
     obs = np.linspace(-1, 1, 5).astype(np.float32)
     before = fresh.act(obs, deterministic=True)  # acting on the fresh weights caches their snapshot
     loop = fresh.load(tmp_path / "c.npz")

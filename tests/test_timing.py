@@ -13,13 +13,26 @@ def test_format_duration():
     assert [format_duration(s) for s in (0.4, 45, 200, 3720)] == ["0s", "45s", "3m20s", "1h02m"]
 
 
+class Clocks:
+    """Stand-ins for time.perf_counter and rlexp.comm.seconds that move only when told to."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.wall = self.mpi = 100.0
+        monkeypatch.setattr(timing, "perf_counter", lambda: self.wall)
+        monkeypatch.setattr(timing.comm, "seconds", lambda: self.mpi)
+
+
 def test_epoch_timer_logs_shares_of_the_epoch_and_restarts(capsys, monkeypatch):
+    clocks = Clocks(monkeypatch)
     logger = EpochLogger(None)
     timer = EpochTimer(epochs=4)
-    timer.epoch_start -= 2.0  # the epoch started 2 s ago ...
-    timer.add("env", timer.now() - 0.5)  # ... of which 0.5 s stepping the env
-    timer.add("act", timer.now() - 0.25)
-    timer.update(timer.now() - 1.0, timing.comm.seconds())
+    with timer.phase("env"):  # a 2 s epoch, of which 0.5 s stepping the env ...
+        clocks.wall += 0.5
+    with timer.phase("act"):
+        clocks.wall += 0.25
+    with timer.phase("update"):
+        clocks.wall += 1.0
+    clocks.wall += 0.25  # ... and 0.25 s in none of the phases (logging)
     timer.log(logger, epoch=1, env_steps=1000)
     row = logger.dump_tabular()
     assert row["SPS"] == pytest.approx(500, rel=0.01)
@@ -35,3 +48,15 @@ def test_epoch_timer_logs_shares_of_the_epoch_and_restarts(capsys, monkeypatch):
     monkeypatch.setattr(timing, "PROGRESS_AFTER_S", 0.0)
     timer.progress(logger)
     assert "epoch 1/4  500 SPS  ETA" in capsys.readouterr().out.replace(",", "")
+
+
+def test_mpi_time_inside_a_phase_counts_as_comm(monkeypatch):
+    clocks = Clocks(monkeypatch)
+    logger = EpochLogger(None)
+    timer = EpochTimer(epochs=4)
+    with timer.phase("update"):  # 1 s of learning, 0.25 s of it in MPI collectives
+        clocks.wall += 1.0
+        clocks.mpi += 0.25
+    timer.log(logger, epoch=1, env_steps=100)
+    row = logger.dump_tabular()
+    assert row["FracUpdate"] == pytest.approx(0.75) and row["FracComm"] == pytest.approx(0.25)

@@ -1,7 +1,8 @@
-"""The off-policy loop shared by DDPG, TD3 and SAC: step -> store -> update -> test -> log -> checkpoint.
+"""The off-policy family (DDPG, TD3, SAC): its config keys, and the loop that trains them all:
+step -> store -> update -> test -> log -> checkpoint.
 
-Backend-agnostic: the learner holds the math; this loop only sees numpy arrays. Actions are kept in
-[-1, 1]^n (replay buffer, learner) and mapped to the env's real bounds when stepping.
+The loop is backend-agnostic: the learner holds the math; the loop only sees numpy arrays. Actions
+are kept in [-1, 1]^n (replay buffer, learner) and mapped to the env's real bounds when stepping.
 
 With ``comm.procs = N`` every rank steps its own env and fills its own replay buffer:
 - ``steps_per_epoch``, ``start_steps`` and ``update_after`` count env steps of all ranks together
@@ -21,25 +22,84 @@ test env's RNG. Every rank writes its own part (see :mod:`rlexp.checkpoint`).
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import numpy as np
+import gymnasium as gym
+from gymnasium import spaces
+from omegaconf import MISSING
 
 from rlexp import comm
-from rlexp.algos import AlgoSpec
-from rlexp.algos.on_policy import rank_seed
+from rlexp.algos.bookkeeping import Bookkeeping
+from rlexp.algos.learner import OffPolicyLearner
 from rlexp.buffers import ReplayBuffer
-from rlexp.checkpoint import restore_checkpoint, save_checkpoint
-from rlexp.config import RLExpConfig
 from rlexp.envs import ActionScaler, EpisodeRecorder, make_env, rng_state, set_rng_state
+from rlexp.errors import check, check_at_least
 from rlexp.logger import EpochLogger
-from rlexp.stopping import Stopped, StopRequest
-from rlexp.timing import EpochTimer
+from rlexp.schema import AlgoConfig, RLExpConfig
+from rlexp.seeding import RankSeeds
+from rlexp.stopping import StopRequest
 
 
-def test_agent(env: Any, learner: Any, scaler: ActionScaler, episodes: int, logger: EpochLogger) -> None:
+@dataclass
+class OffPolicyConfig(AlgoConfig):
+    """Keys of the off-policy family (DDPG, TD3, SAC): replay, exploration, targets, tests.
+
+    It trains with this module's loop, on Box actions with finite bounds.
+    """
+
+    ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Box,)
+    BOUNDED_ACTIONS: ClassVar[bool] = True
+
+    replay_size: int = MISSING
+    polyak: float = MISSING
+    batch_size: int = MISSING
+    start_steps: int = MISSING
+    update_after: int = MISSING
+    update_every: int = MISSING
+    num_test_episodes: int = MISSING
+    keep_checkpoints: int | None = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        n = self.name
+        check(
+            0.0 <= self.polyak <= 1.0,
+            f"algo.polyak={self.polyak} is out of range for {n}; use 0 <= polyak <= 1",
+        )
+        check(
+            self.replay_size >= procs,
+            f"algo.replay_size={self.replay_size} is out of range; use >= comm.procs",
+        )
+        check(
+            self.batch_size >= procs,
+            f"algo.batch_size={self.batch_size} is smaller than comm.procs={procs}; every rank samples its share",
+        )
+        check(
+            self.batch_size <= self.replay_size,
+            f"algo.batch_size={self.batch_size} is larger than algo.replay_size={self.replay_size}",
+        )
+        check_at_least(self, start_steps=0, update_after=0, update_every=1, num_test_episodes=0)
+        check(
+            self.keep_checkpoints is None or self.keep_checkpoints >= 1,
+            f"algo.keep_checkpoints={self.keep_checkpoints} is out of range; use >= 1 or null (keep all)",
+        )
+
+    @staticmethod
+    def loop() -> Callable[..., None]:
+        return train
+
+    @staticmethod
+    def env_action(act_space: Any) -> Callable[[Any], Any]:
+        """From [-1, 1]^n to the Box's bounds (:class:`ActionScaler`)."""
+        return ActionScaler(act_space).to_env
+
+
+def test_agent(
+    env: gym.Env, learner: OffPolicyLearner, scaler: ActionScaler, episodes: int, logger: EpochLogger
+) -> None:
     """Run ``episodes`` episodes with the deterministic policy; store TestEpRet and TestEpLen."""
     for _ in range(episodes):
         o, _ = env.reset()
@@ -52,19 +112,22 @@ def test_agent(env: Any, learner: Any, scaler: ActionScaler, episodes: int, logg
         logger.store(TestEpRet=ep_ret, TestEpLen=ep_len)
 
 
-def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
+def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
     """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``.
 
-    Continues from the newest checkpoint in ``run_dir`` if there is one. Raises :class:`Stopped`
-    after checkpointing when ``stop`` was requested before the last epoch.
+    Continues from the newest checkpoint in ``run_dir`` if there is one. Raises
+    :class:`rlexp.stopping.Stopped` after checkpointing when ``stop`` was requested before the last epoch.
     """
-    algo = cfg.algo
+    algo: OffPolicyConfig = cfg.algo
     rank, size = comm.proc_id(), comm.num_procs()
-    seed = rank_seed(cfg.seed, rank)
-    env, test_env = make_env(cfg.env, seed), make_env(cfg.env, seed + 5000)
-    learner = spec.learner_class(cfg.backend.name)(env.observation_space, env.action_space, cfg, seed)
+    seeds = RankSeeds(cfg.seed, rank)
+    env = make_env(cfg.env, seeds["env"], seeds["action_space"])
+    test_env = make_env(cfg.env, seeds["test_env"])
+    learner: OffPolicyLearner = algo.learner_class(cfg.backend.name)(
+        env.observation_space, env.action_space, cfg, seeds
+    )
     scaler = ActionScaler(env.action_space)
-    rng = np.random.default_rng(seed)  # replay sampling
+    rng = seeds.generator("replay")
     local_steps = algo.steps_per_epoch // size
     start_steps, update_after = algo.start_steps // size, algo.update_after // size
     batch_size = algo.batch_size // size
@@ -72,38 +135,34 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
     test_episodes = len(range(rank, algo.num_test_episodes, size))  # this rank's share
 
     episode = EpisodeRecorder(env)
-    state = restore_checkpoint(learner, run_dir)
+    book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env, test_env], keep=algo.keep_checkpoints)
+    state = book.loop_state
     if state is None:
-        first_epoch, elapsed, t, o = 0, 0.0, 0, episode.reset(seed=seed)
+        t, o = 0, episode.reset(seed=seeds["env"])
     else:
-        first_epoch, elapsed, t = int(state["epoch"]), float(state["time"]), int(state["t"])
+        t = int(state["t"])
         replay.load_state_dict(state["replay"])
         rng.bit_generator.state = state["replay_rng"]
         set_rng_state(test_env, state["test_env_rng"])
         o = episode.load_state_dict(state["episode"])
-
-    start = time.time() - elapsed
-    timer = EpochTimer(algo.epochs, first_epoch)
-    for epoch in range(first_epoch + 1, algo.epochs + 1):
+    timer = book.timer
+    for epoch in range(book.first_epoch + 1, algo.epochs + 1):
         for _ in range(local_steps):
-            now = timer.now()
-            a = scaler.normalize(env.action_space.sample()) if t < start_steps else learner.explore(o)
-            now = timer.add("act", now)
-            o2, r, terminated, truncated, _ = episode.step(scaler.to_env(a))
-            timer.add("env", now)
+            with timer.phase("act"):
+                a = scaler.normalize(env.action_space.sample()) if t < start_steps else learner.explore(o)
+            with timer.phase("env"):
+                o2, r, terminated, truncated, _ = episode.step(scaler.to_env(a))
             replay.store(o, a, r, o2, terminated)
             o = o2
             if terminated or truncated:
                 logger.store(EpRet=episode.ret, EpLen=episode.length)
-                now = timer.now()
-                o = episode.reset()
-                timer.add("env", now)
+                with timer.phase("env"):
+                    o = episode.reset()
             t += 1
             if t >= update_after and t % algo.update_every == 0:
-                now, comm_now = timer.now(), comm.seconds()
-                for _ in range(algo.update_every):
-                    logger.store(**learner.update(replay.sample_batch(batch_size, rng)))
-                timer.update(now, comm_now)
+                with timer.phase("update"):
+                    for _ in range(algo.update_every):
+                        logger.store(**learner.update(replay.sample_batch(batch_size, rng)))
 
         test_agent(test_env, learner, scaler, test_episodes, logger)
 
@@ -113,28 +172,12 @@ def train(cfg: RLExpConfig, spec: AlgoSpec, run_dir: Path, logger: EpochLogger, 
         logger.log_tabular("EpLen", average_only=True)
         logger.log_tabular("TestEpLen", average_only=True)
         logger.log_tabular("TotalEnvInteracts", t * size)
-        for key, min_max in spec.stats(algo):
-            logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
-        logger.log_tabular("Time", time.time() - start)
-        timer.log(logger, epoch, local_steps * size)
-        logger.dump_tabular()
-        timer.progress(logger)
-
-        stopping = stop.agreed() and epoch < algo.epochs
-        if epoch % algo.save_freq == 0 or epoch == algo.epochs or stopping:
+        if book.end_epoch(epoch, local_steps * size):
             loop_state = {
-                "epoch": epoch,
-                "time": time.time() - start,
                 "t": t,
                 "replay": replay.state_dict(),
                 "replay_rng": rng.bit_generator.state,
                 "test_env_rng": rng_state(test_env),
                 "episode": episode.state_dict(o),
             }
-            save_checkpoint(learner, run_dir, epoch, loop_state, keep=algo.keep_checkpoints)
-        if stopping:
-            env.close()
-            test_env.close()
-            raise Stopped(stop.signum or 0, epoch)
-    env.close()
-    test_env.close()
+            book.checkpoint(epoch, loop_state)

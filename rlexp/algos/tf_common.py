@@ -1,10 +1,11 @@
 """What the TensorFlow 2 learners share (the twin of torch_common.py): threads and device set-up,
-state and npz checkpoints, and the on-policy and off-policy bases.
+compiled functions, the library state and ``.npz`` checkpoints, and the on-policy and off-policy
+bases. What does not depend on the backend is in learner.py.
 
 Update steps are Python methods compiled by ``tf.function`` (with XLA when ``backend.jit_compile``);
 inside them gradients are averaged over ranks in one flat allreduce (rlexp.comm.tf.avg_grads)
-before the optimizer applies them. Randomness inside the learner comes from one
-``tf.random.Generator`` per learner, whose state is checkpointed.
+before the optimizer applies them. Randomness inside updates comes from one ``tf.random.Generator``
+per learner (the ``learner`` stream), whose state is checkpointed.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import tensorflow as tf
 from gymnasium import spaces
 
 from rlexp import comm
-from rlexp.checkpoint import check_meta, checkpoint_meta, load_npz, save_npz
+from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearner, Stats
+from rlexp.checkpoint import load_npz, save_npz
 from rlexp.comm.tf import avg_grads, sync_variables
-from rlexp.config import RLExpConfig, TFBackendConfig
 from rlexp.errors import RLExpError
-from rlexp.nn.acting import ActorCriticActing
-from rlexp.nn.tf import ActorCritic, Adam, Net
+from rlexp.nn.acting import ActorCriticActing, MLPCopy
+from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, linear_layers
+from rlexp.schema import RLExpConfig, TFBackendConfig
+from rlexp.seeding import RankSeeds
 
 
 def setup_tf(cfg: TFBackendConfig, procs: int) -> None:
@@ -44,199 +47,165 @@ def setup_tf(cfg: TFBackendConfig, procs: int) -> None:
         raise RLExpError(f"backend.device={cfg.device} but TensorFlow sees no GPU; use backend.device=cpu")
 
 
-class TFLearner:
-    """Base of every TensorFlow learner: seeding, compiled functions, state dict and checkpoints.
+class TFLearner(Learner):
+    """Base of every TensorFlow learner: generators, compiled functions, library state and ``.npz`` checkpoints.
 
-    Subclasses list their networks in :meth:`modules` and optimizers in :meth:`optimizers`.
+    Subclasses build their networks from :attr:`init_rng` (the ``init`` stream), list them in
+    :meth:`modules` and their optimizers in :meth:`optimizers`.
     """
 
     CHECKPOINT_SUFFIX = ".npz"
+    RNG_KEY = "tf_rng"
+    LOAD_ERRORS = (tf.errors.InvalidArgumentError,)
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        self.cfg, self.algo = cfg, cfg.algo
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         setup_tf(cfg.backend, comm.num_procs())
-        self.init_rng = np.random.default_rng(seed)  # initial weights (then synced from rank 0)
-        self.gen = tf.random.Generator.from_seed(seed)
-        self.obs_dim = int(np.prod(obs_space.shape))
+        self.init_rng = seeds.generator("init")  # initial weights (then synced from rank 0)
+        self.gen = tf.random.Generator.from_seed(seeds["learner"])
 
     def function(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` compiled by tf.function (and XLA when backend.jit_compile)."""
         return tf.function(fn, jit_compile=self.cfg.backend.jit_compile, reduce_retracing=True)
 
-    @staticmethod
-    def sync(*nets: Net) -> None:
-        sync_variables([v for n in nets for v in n.params])
-
-    @staticmethod
-    def apply(opt: Adam, grads: list[tf.Tensor]) -> None:
-        """Average ``grads`` over ranks and let ``opt`` apply them (inside a compiled step)."""
-        opt.apply(avg_grads(grads))
-
-    def modules(self) -> dict[str, Net]:
+    def modules(self) -> dict[str, Module]:
         raise NotImplementedError
 
     def optimizers(self) -> dict[str, Adam]:
         raise NotImplementedError
 
-    def extra_state(self) -> dict[str, Any]:
-        return {}
+    @staticmethod
+    def sync(*nets: Module) -> None:
+        """Copy rank 0's values of ``nets`` to all ranks (before targets are copied from them)."""
+        sync_variables([v for n in nets for v in n.parameters()])
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        pass
+    @staticmethod
+    def optimize(opt: Adam, tape: tf.GradientTape, loss: tf.Tensor) -> None:
+        """One step of ``opt`` on ``loss`` (inside a compiled step): the gradients of its parameters,
+        averaged over ranks, applied."""
+        opt.apply(avg_grads(tape.gradient(loss, opt.params)))
+
+    def tensors(self, batch: Batch) -> Batch:
+        return {k: tf.constant(v) for k, v in batch.items()}
 
     def get_weights(self) -> dict[str, list[np.ndarray]]:
         """Every module's variables as arrays, in torch's parameters() order and layout."""
-        return {k: [v.numpy() for v in m.params] for k, m in self.modules().items()}
+        return {k: [v.numpy() for v in m.parameters()] for k, m in self.modules().items()}
 
     def set_weights(self, weights: dict[str, list[np.ndarray]]) -> None:
         for k, m in self.modules().items():
-            for v, value in zip(m.params, weights[k], strict=True):
+            for v, value in zip(m.parameters(), weights[k], strict=True):
                 v.assign(np.asarray(value, dtype=np.float32).reshape(v.shape))
+        self.refresh()
 
-    def state_dict(self) -> dict[str, Any]:
+    def library_state(self) -> dict[str, Any]:
         return {
             "modules": self.get_weights(),
             "optimizers": {k: [s.numpy() for s in o.slots] for k, o in self.optimizers().items()},
-            "tf_rng": self.gen.state.numpy(),
-            "extra": self.extra_state(),
+            self.RNG_KEY: self.gen.state.numpy(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_library_state(self, state: dict[str, Any]) -> None:
         self.set_weights(state["modules"])
         for k, o in self.optimizers().items():
             for s, value in zip(o.slots, state["optimizers"][k], strict=True):
                 s.assign(value)
-        self.gen.reset(state["tf_rng"])
-        self.load_extra_state(state["extra"])
-        self.refresh()
+        self.gen.reset(state[self.RNG_KEY])
 
-    def refresh(self) -> None:
-        """Re-read the weights that acting uses in numpy (after any change of the variables)."""
+    def write_file(self, path: str | os.PathLike, state: dict[str, Any]) -> None:
+        save_npz(path, state)
 
-    def save(self, path: str | os.PathLike, loop_state: dict[str, Any]) -> None:
-        save_npz(
-            path,
-            {"format": 1, **checkpoint_meta(self.cfg), "learner": self.state_dict(), "loop": loop_state},
-        )
-
-    def load(self, path: str | os.PathLike) -> dict[str, Any]:
-        """Restore from ``path``; return the loop's state. A checkpoint of another run is an RLExpError."""
-        ckpt = load_npz(path)
-        check_meta(ckpt, self.cfg, path)
-        try:
-            self.load_state_dict(ckpt["learner"])
-        except (KeyError, ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RLExpError(f"checkpoint {path} does not fit this run's learner ({msg})") from None
-        return ckpt["loop"]
+    def read_file(self, path: str | os.PathLike) -> dict[str, Any]:
+        return load_npz(path)
 
 
-class OnPolicyTFLearner(TFLearner):
-    """Actor-critic and value-function training for VPG, TRPO and PPO in TensorFlow."""
+class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
+    """The actor-critic and value-function training of VPG, TRPO and PPO in TensorFlow."""
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         self.discrete = isinstance(act_space, spaces.Discrete)
-        act_dim = int(act_space.n) if self.discrete else int(np.prod(act_space.shape))
         net = cfg.network
-        self.ac = ActorCritic(
-            self.obs_dim, act_dim, self.discrete, net.hidden_sizes, net.activation, self.init_rng
-        )
+        self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation, self.init_rng)
         self.sync(self.ac)
-        self.np_rng = np.random.default_rng(seed)  # action sampling (acting runs in numpy)
-        self.acting = ActorCriticActing(self.discrete, net.activation, self.np_rng)
-        self.vf_optimizer = Adam(self.ac.v_params, lr=self.algo.vf_lr)
+        self.vf_optimizer = Adam(self.ac.v.parameters(), lr=self.algo.vf_lr)
         self._v_step = self.function(self._v_step_graph)
-        self.refresh()
+        pi = self.ac.pi
+        head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
+        log_std = (lambda: pi.log_std.numpy()) if isinstance(pi, GaussianActor) else None
+        self.acting = ActorCriticActing(
+            MLPCopy(lambda: linear_layers(head), net.activation),
+            MLPCopy(lambda: linear_layers(self.ac.v.v_net), net.activation),
+            log_std,
+            self.rng,
+        )
 
-    def modules(self) -> dict[str, Net]:
+    def modules(self) -> dict[str, Module]:
         return {"ac": self.ac}
 
     def optimizers(self) -> dict[str, Adam]:
         return {"vf": self.vf_optimizer}
 
-    def refresh(self) -> None:
-        log_std = None if self.discrete else self.ac.log_std.numpy()
-        self.acting.load(self.ac.pi_net.weights(), self.ac.v_net.weights(), log_std)
-
-    def extra_state(self) -> dict[str, Any]:
-        return {"np_rng": self.np_rng.bit_generator.state}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.np_rng.bit_generator.state = state["np_rng"]
-
-    def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
-        return self.acting.step(obs)
-
-    def value(self, obs: np.ndarray) -> float:
-        return self.acting.value(obs)
-
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        return self.acting.act(obs, deterministic)
-
-    def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
-        out = {k: tf.constant(v) for k, v in batch.items()}
+    def tensors(self, batch: Batch) -> Batch:
+        """The epoch's arrays as tensors (actions as int64 for Discrete)."""
+        out = super().tensors(batch)
         out["act"] = tf.cast(out["act"], tf.int64 if self.discrete else tf.float32)
         return out
 
-    def loss_v(self, data: dict[str, tf.Tensor]) -> tf.Tensor:
-        return tf.reduce_mean(tf.square(self.ac.v(data["obs"]) - data["ret"]))
+    def loss_v(self, batch: Batch) -> tf.Tensor:
+        """Mean squared error of V(s) against the rewards-to-go."""
+        return tf.reduce_mean(tf.square(self.ac.v(batch["obs"]) - batch["ret"]))
 
-    def _v_step_graph(self, data: dict[str, tf.Tensor]) -> None:
+    def _v_step_graph(self, batch: Batch) -> None:
         with tf.GradientTape() as tape:
-            loss = self.loss_v(data)
-        self.apply(self.vf_optimizer, tape.gradient(loss, self.ac.v_params))
+            loss = self.loss_v(batch)
+        self.optimize(self.vf_optimizer, tape, loss)
 
-    def update_v(self, data: dict[str, tf.Tensor]) -> tuple[float, float]:
+    def update_v(self, batch: Batch) -> tuple[float, float]:
         """``train_v_iters`` full-batch Adam steps on the value loss; return (loss before, loss after)."""
-        before = float(self.loss_v(data))
+        before = float(self.loss_v(batch))
         for _ in range(self.algo.train_v_iters):
-            self._v_step(data)
-        return before, float(self.loss_v(data))
-
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        """The algorithm's update (:meth:`update_networks`), then fresh acting weights."""
-        stats = self.update_networks(batch)
-        self.refresh()
-        return stats
-
-    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        raise NotImplementedError
+            self._v_step(batch)
+        return before, float(self.loss_v(batch))
 
 
-class OffPolicyTFLearner(TFLearner):
-    """Shared machinery of DDPG, TD3 and SAC in TensorFlow; actions live in [-1, 1]^n."""
+class OffPolicyTFLearner(OffPolicyLearner, TFLearner):
+    """What DDPG, TD3 and SAC share in TensorFlow: targets, the polyak average and the compiled update.
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
-        self.act_dim = int(np.prod(act_space.shape))
-        self.rng = np.random.default_rng(seed)  # exploration noise (as the torch learners)
-        self.n_updates = 0
+    Each gradient step is one compiled call of the algorithm's :meth:`update_networks` (traced once
+    per value of ``policy_step``). Acting runs in numpy on a copy of the policy's weights.
+    """
+
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        self._update = self.function(self.update_networks)
 
     def net_kwargs(self) -> dict[str, Any]:
         net = self.cfg.network
         return {"hidden_sizes": net.hidden_sizes, "activation": net.activation, "rng": self.init_rng}
 
     @staticmethod
-    def target(net: Net, copy: Net) -> Net:
+    def target(net: Module, copy: Module) -> Module:
         """``copy`` (a freshly built twin of ``net``) set to ``net``'s values: a target network."""
-        for t, v in zip(copy.params, net.params, strict=True):
+        for t, v in zip(copy.parameters(), net.parameters(), strict=True):
             t.assign(v)
         return copy
 
-    def polyak_update(self, pairs: list[tuple[Net, Net]]) -> None:
+    def polyak_update(self, pairs: list[tuple[Module, Module]]) -> None:
+        """targ <- polyak * targ + (1 - polyak) * main, for every (main, target) pair."""
         p = self.algo.polyak
         for main, targ in pairs:
-            for t, v in zip(targ.params, main.params, strict=True):
+            for t, v in zip(targ.parameters(), main.parameters(), strict=True):
                 t.assign(p * t + (1 - p) * v)
 
-    def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
-        return {k: tf.constant(v) for k, v in batch.items()}
+    def compute_update(self, batch: Batch, policy_step: bool) -> Stats:
+        return self._update(batch, policy_step)
 
-    def extra_state(self) -> dict[str, Any]:
-        return {"n_updates": self.n_updates, "np_rng": self.rng.bit_generator.state}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.n_updates = int(state["n_updates"])
-        self.rng.bit_generator.state = state["np_rng"]
+    def to_numpy(self, stats: Stats) -> Stats:
+        return {k: (v.numpy() if v.shape.rank else float(v)) for k, v in stats.items()}

@@ -1,12 +1,15 @@
-"""What the PyTorch learners share: threads and device set-up, state and checkpoints, and the
-on-policy (actor-critic + value function) and off-policy (targets, polyak, exploration) bases.
+"""What the PyTorch learners share: threads and device set-up, flat parameter buffers, the library
+state and checkpoint files, and the on-policy (actor-critic + value function) and off-policy
+(targets, polyak, frozen critics) bases. The twin of tf_common.py; what does not depend on the
+backend is in learner.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -14,17 +17,19 @@ import torch
 from gymnasium import spaces
 
 from rlexp import comm
-from rlexp.checkpoint import check_meta, checkpoint_meta, load_torch, save_torch
+from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearner, Stats
+from rlexp.checkpoint import load_torch, save_torch
 from rlexp.comm.torch import avg_grads, sync_params
-from rlexp.config import BackendConfig, RLExpConfig
 from rlexp.errors import RLExpError
-from rlexp.nn.acting import ActorCriticActing, Layers
-from rlexp.nn.torch import ActorCritic, GaussianActor
+from rlexp.nn.acting import ActorCriticActing, MLPCopy
+from rlexp.nn.torch import ActorCritic, GaussianActor, linear_layers
+from rlexp.schema import BackendConfig, RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 def adam(params: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
-    """torch.optim.Adam with its fused kernel (one pass over all tensors: ~3x faster than the default
-    per-tensor loop on CPU for our small MLPs; the same update rule, so TF's Adam still matches it)."""
+    """torch.optim.Adam with its fused kernel (one pass over all tensors instead of a loop per
+    tensor; the same update rule, so TF's Adam still matches it)."""
     return torch.optim.Adam(list(params), lr=lr, fused=True)
 
 
@@ -34,9 +39,8 @@ def flatten_(params: list[torch.nn.Parameter], grads: bool = True) -> torch.Tens
     Each parameter stays the same Parameter object with the same values, but its data becomes a view
     of the returned tensor; with ``grads`` each also gets a gradient that is a view of ``flat.grad``
     (zeroed; backward adds into it in place). Adam, the polyak average and the MPI gradient average
-    then run once on one tensor instead of once per layer: with fused Adam ~0.5 ms less per TD3
-    gradient step on CPU, and the allreduce needs no packing. Parameters must then only change in
-    place (optimizers, ``load_state_dict`` and ``copy_`` do).
+    then run once on one tensor instead of once per layer, and the allreduce needs no packing.
+    Parameters must then only change in place (optimizers, ``load_state_dict`` and ``copy_`` do).
     """
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     if grads:
@@ -56,7 +60,9 @@ def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
     n = cfg.threads_per_rank(procs)
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
-    torch.distributions.Distribution.set_default_validate_args(False)  # argument checks cost ~30% per step
+    torch.distributions.Distribution.set_default_validate_args(
+        False
+    )  # argument checks: slow, and ours are valid
     return torch_device(cfg.device)
 
 
@@ -76,28 +82,33 @@ def torch_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-class TorchLearner:
-    """Base of every PyTorch learner: device, seeding, state dict and checkpoint files.
+class TorchLearner(Learner):
+    """Base of every PyTorch learner: device, generators, library state and ``.pt`` checkpoints.
 
-    Subclasses list their networks in :meth:`modules` and their optimizers in :meth:`optimizers`;
-    anything else they must carry across a checkpoint goes in :meth:`extra_state`.
-
-    :param obs_space: flattened observation space (Box).
-    :param act_space: the env's action space.
-    :param cfg: the whole experiment config (algo, network and backend keys are used).
-    :param seed: this rank's seed; parameters are then copied from rank 0 so all ranks start equal.
+    Subclasses build their networks inside ``with self.initialising():`` (weights from the ``init``
+    stream), list them in :meth:`modules` and their optimizers in :meth:`optimizers`. Randomness
+    inside updates comes from :attr:`gen` (the ``learner`` stream), checkpointed as ``torch_rng``.
     """
 
     CHECKPOINT_SUFFIX = ".pt"
+    RNG_KEY = "torch_rng"
+    LOAD_ERRORS = (RuntimeError,)
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        self.cfg, self.algo = cfg, cfg.algo
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         self.device = setup_torch(cfg.backend, comm.num_procs())
-        torch.manual_seed(seed)
-        self.obs_dim = int(np.prod(obs_space.shape))
+        self.init_seed = seeds["init"]
+        self.gen = torch.Generator(self.device).manual_seed(seeds["learner"])
 
-    def _obs(self, obs: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+    @contextlib.contextmanager
+    def initialising(self) -> Iterator[None]:
+        """Build networks in this block: their initial weights come from the ``init`` stream (torch's
+        global generator, seeded for the block and then put back as it was)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.init_seed)
+            yield
 
     def modules(self) -> dict[str, torch.nn.Module]:
         raise NotImplementedError
@@ -105,86 +116,65 @@ class TorchLearner:
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         raise NotImplementedError
 
-    def extra_state(self) -> dict[str, Any]:
-        return {}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        pass
-
     @staticmethod
     def sync(*modules: torch.nn.Module) -> None:
         """Copy rank 0's parameters of ``modules`` to all ranks (before targets are copied from them)."""
         sync_params(p for m in modules for p in m.parameters())
 
-    def state_dict(self) -> dict[str, Any]:
-        """Networks (targets included), optimizer states, torch's RNG state and the subclass extras."""
+    def tensors(self, batch: Batch) -> Batch:
+        return {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+
+    def noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """A standard normal draw of ``shape`` from the ``learner`` stream."""
+        return torch.randn(shape, generator=self.gen, device=self.device)
+
+    def library_state(self) -> dict[str, Any]:
         return {
             "modules": {k: m.state_dict() for k, m in self.modules().items()},
             "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
-            "torch_rng": torch.get_rng_state(),
-            "extra": self.extra_state(),
+            self.RNG_KEY: self.gen.get_state(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_library_state(self, state: dict[str, Any]) -> None:
         for k, m in self.modules().items():
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers().items():
             o.load_state_dict(state["optimizers"][k])
-        torch.set_rng_state(state["torch_rng"])
-        self.load_extra_state(state["extra"])
-        self.refresh()
+        self.gen.set_state(state[self.RNG_KEY])
 
-    def refresh(self) -> None:
-        """Re-read the weights that acting uses in numpy (after any change of the parameters)."""
+    def write_file(self, path: str | os.PathLike, state: dict[str, Any]) -> None:
+        save_torch(path, state)
 
-    def save(self, path: str | os.PathLike, loop_state: dict[str, Any]) -> None:
-        """Write this learner's state plus the loop's state (counters, RNGs, buffers) to ``path``."""
-        save_torch(
-            path,
-            {"format": 1, **checkpoint_meta(self.cfg), "learner": self.state_dict(), "loop": loop_state},
-        )
-
-    def load(self, path: str | os.PathLike) -> dict[str, Any]:
-        """Restore from ``path``; return the loop's state. A checkpoint of another run is an RLExpError."""
-        ckpt = load_torch(path, map_location=self.device)
-        check_meta(ckpt, self.cfg, path)
-        try:
-            self.load_state_dict(ckpt["learner"])
-        except (KeyError, RuntimeError, ValueError) as exc:
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RLExpError(f"checkpoint {path} does not fit this run's learner ({msg})") from None
-        return ckpt["loop"]
+    def read_file(self, path: str | os.PathLike) -> dict[str, Any]:
+        return load_torch(path, map_location=self.device)
 
 
-def linear_layers(seq: torch.nn.Sequential) -> Layers:
-    """The (weight, bias) of each Linear in ``seq`` as numpy arrays on the host (views on CPU: the
-    caller copies what it keeps, as :meth:`ActorCriticActing.load` does)."""
-    return [
-        (m.weight.detach().cpu().numpy(), m.bias.detach().cpu().numpy())
-        for m in seq
-        if isinstance(m, torch.nn.Linear)
-    ]
-
-
-class OnPolicyTorchLearner(TorchLearner):
-    """Actor-critic and value-function training for VPG, TRPO and PPO in PyTorch.
+class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
+    """The actor-critic and value-function training of VPG, TRPO and PPO in PyTorch.
 
     Subclasses implement ``update_networks(batch) -> stats`` with their policy step, calling
-    :meth:`update_v` for the value function. Acting (one observation per env step) runs in numpy on a
-    snapshot of the weights taken after every update (:mod:`rlexp.nn.acting`): ~5x cheaper than a
-    torch call per step, and on a GPU no transfer per step.
+    :meth:`update_v` for the value function.
     """
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         self.discrete = isinstance(act_space, spaces.Discrete)
         net = cfg.network
-        self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation).to(self.device)
+        with self.initialising():
+            self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation).to(self.device)
         self.sync(self.ac)
         self.vf_optimizer = adam(self.ac.v.parameters(), self.algo.vf_lr)
-        self.np_rng = np.random.default_rng(seed)  # action sampling
-        self.acting = ActorCriticActing(self.discrete, net.activation, self.np_rng)
-        self.refresh()
+        pi = self.ac.pi
+        head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
+        log_std = (lambda: pi.log_std.detach().cpu().numpy()) if isinstance(pi, GaussianActor) else None
+        self.acting = ActorCriticActing(
+            MLPCopy(lambda: linear_layers(head), net.activation),
+            MLPCopy(lambda: linear_layers(self.ac.v.v_net), net.activation),
+            log_std,
+            self.rng,
+        )
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"ac": self.ac}
@@ -192,83 +182,45 @@ class OnPolicyTorchLearner(TorchLearner):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"vf": self.vf_optimizer}
 
-    def refresh(self) -> None:
-        pi = self.ac.pi
-        if isinstance(pi, GaussianActor):
-            head, log_std = pi.mu_net, pi.log_std.detach().cpu().numpy()
-        else:
-            head, log_std = pi.logits_net, None
-        self.acting.load(linear_layers(head), linear_layers(self.ac.v.v_net), log_std)
-
-    def extra_state(self) -> dict[str, Any]:
-        return {"np_rng": self.np_rng.bit_generator.state}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.np_rng.bit_generator.state = state["np_rng"]
-
-    def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
-        return self.acting.step(obs)
-
-    def value(self, obs: np.ndarray) -> float:
-        """V(obs) for one observation (the bootstrap value of a cut path)."""
-        return self.acting.value(obs)
-
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """An action for one observation (for evaluation)."""
-        return self.acting.act(obs, deterministic)
-
-    def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """The epoch's numpy arrays as tensors on the device (actions as int64 for Discrete)."""
-        out = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+    def tensors(self, batch: Batch) -> Batch:
+        """The epoch's arrays as tensors on the device (actions as int64 for Discrete)."""
+        out = super().tensors(batch)
         out["act"] = out["act"].long() if self.discrete else out["act"].float()
         return out
 
-    def loss_v(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss_v(self, batch: Batch) -> torch.Tensor:
         """Mean squared error of V(s) against the rewards-to-go."""
-        return ((self.ac.v(data["obs"]) - data["ret"]) ** 2).mean()
+        return ((self.ac.v(batch["obs"]) - batch["ret"]) ** 2).mean()
 
-    def update_v(self, data: dict[str, torch.Tensor]) -> tuple[float, float]:
+    def update_v(self, batch: Batch) -> tuple[float, float]:
         """``train_v_iters`` full-batch Adam steps on the value loss; return (loss before, loss after)."""
         params = list(self.ac.v.parameters())
         with torch.no_grad():
-            before = self.loss_v(data).item()
+            before = self.loss_v(batch).item()
         for _ in range(self.algo.train_v_iters):
             self.vf_optimizer.zero_grad()
-            self.loss_v(data).backward()
+            self.loss_v(batch).backward()
             avg_grads(params)
             self.vf_optimizer.step()
         with torch.no_grad():
-            after = self.loss_v(data).item()
+            after = self.loss_v(batch).item()
         return before, after
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        """The algorithm's update (:meth:`update_networks`), then fresh acting weights."""
-        stats = self.update_networks(batch)
-        self.refresh()
-        return stats
 
-    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        raise NotImplementedError
+class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
+    """What DDPG, TD3 and SAC share in PyTorch: targets, flat parameter groups, the optimizer step,
+    the polyak average and frozen critics. Acting runs the torch policy on one observation.
 
-
-class OffPolicyTorchLearner(TorchLearner):
-    """Shared machinery of DDPG, TD3 and SAC in PyTorch.
-
-    Actions inside the learner live in [-1, 1]^n; the loop maps them to the env's real bounds.
-    Subclasses build their networks, :meth:`sync` them, copy targets, make optimizers, and
-    implement ``update(batch) -> stats``, ``act`` and ``explore``.
+    Subclasses build their networks in :meth:`initialising`, :meth:`sync` them, copy targets
+    (:meth:`target`), flatten each group with its targets (:meth:`flat_group`) and make optimizers.
     """
-
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
-        self.act_dim = int(np.prod(act_space.shape))
-        self.rng = np.random.default_rng(seed)  # exploration noise
-        self.n_updates = 0
 
     def net_kwargs(self) -> dict[str, Any]:
         net = self.cfg.network
         return {"hidden_sizes": net.hidden_sizes, "activation": net.activation}
+
+    def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
 
     @staticmethod
     def target(module: torch.nn.Module) -> torch.nn.Module:
@@ -295,36 +247,31 @@ class OffPolicyTorchLearner(TorchLearner):
         torch._foreach_add_(targs, mains, alpha=1 - self.algo.polyak)
 
     @staticmethod
-    def frozen(params: list[torch.nn.Parameter], frozen: bool) -> None:
-        """Switch gradients of ``params`` off (True) or on again (False)."""
+    @contextlib.contextmanager
+    def frozen(params: list[torch.nn.Parameter]) -> Iterator[None]:
+        """Gradients of ``params`` off inside the block (the critics during a policy step)."""
         for p in params:
-            p.requires_grad_(not frozen)
+            p.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for p in params:
+                p.requires_grad_(True)
 
     @staticmethod
-    def step_optimizer(opt: torch.optim.Optimizer, loss: torch.Tensor, flat: torch.Tensor) -> None:
-        """One step of ``opt`` on the flat parameters ``flat`` (see :func:`flatten_`): zero the flat
-        gradient, backward, average it over ranks, step."""
-        assert flat.grad is not None
-        flat.grad.zero_()
+    def optimize(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        """One step of ``opt`` on ``loss``: zero the gradients in place (a flat parameter's gradient
+        is viewed by its layers, see :func:`flatten_`), backward, average them over ranks, step."""
+        params = opt.param_groups[0]["params"]
+        for p in params:
+            if p.grad is not None:
+                p.grad.zero_()
         loss.backward()
-        avg_grads([flat])
+        avg_grads(params)
         opt.step()
 
-    def tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        return {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
-
-    def extra_state(self) -> dict[str, Any]:
-        return {"n_updates": self.n_updates, "np_rng": self.rng.bit_generator.state}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.n_updates = int(state["n_updates"])
-        self.rng.bit_generator.state = state["np_rng"]
-
-    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        raise NotImplementedError
-
-    def explore(self, obs: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        raise NotImplementedError
+    def to_numpy(self, stats: Stats) -> Stats:
+        return {
+            k: (v.item() if v.ndim == 0 else v.detach().cpu().numpy()) if isinstance(v, torch.Tensor) else v
+            for k, v in stats.items()
+        }

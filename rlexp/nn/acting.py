@@ -1,15 +1,16 @@
-"""Acting in numpy, shared by both backends: one observation per env step through a copy of the weights.
+"""Acting in numpy, for both backends: one observation per env step through a copy of the weights.
 
-A forward pass of a small MLP on one observation is mostly framework overhead: here a PyTorch call
-of PPO's actor-critic costs ~150 us and a TensorFlow call ~500 us, while the same arithmetic in
-numpy takes ~30 us. So the on-policy learners of both backends (and the TensorFlow off-policy ones)
-act on a *snapshot* of their weights, re-taken after every change of the parameters (after each
-update and each checkpoint load), and draw actions from their own numpy Generator, whose state is
-checkpointed with the learner. The math runs in float64, so the
-probabilities and values equal the framework's float32 ones to float32 precision.
+A forward pass of a small MLP on one observation is mostly framework overhead, so the on-policy
+learners of both backends, and the TensorFlow off-policy ones, act here on a float64 *copy* of their
+weights (the costs are in docs/benchmarks.md). The learner calls ``refresh()`` after every change of
+its parameters (each update, each checkpoint load); the copy is then re-taken at the next act, so a
+burst of updates copies once. Actions are drawn from the learner's numpy Generator (its ``acting``
+stream), whose state is checkpointed with the learner. The math runs in float64, so probabilities,
+values and actions equal the framework's float32 ones to float32 precision (tested).
 
 Weights use PyTorch's layout: a layer is ``(W, b)`` with ``W`` of shape (out_features,
-in_features), applied as ``x @ W.T + b``.
+in_features), applied as ``x @ W.T + b``. A learner hands each copy a function that reads the
+current weights: ``linear_layers`` in nn/torch.py, ``MLP.layers`` in nn/tf.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+
+from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -29,6 +32,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
+# numpy's versions of rlexp.nn.ACTIVATIONS
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "relu": lambda x: np.maximum(x, 0.0),
@@ -52,38 +56,78 @@ def mlp_forward(
     return x
 
 
-class ActorCriticActing:
-    """Spinning Up's actor-critic acting (VPG, TRPO, PPO): sample, log-probability and V(s) in numpy.
+class WeightCopy:
+    """A float64 copy of some layers' weights, taken at the first use after :meth:`refresh`.
 
-    :param discrete: a categorical policy over logits (else a diagonal Gaussian with a
-        state-independent log std).
-    :param activation: the hidden activation of both MLPs (a key of :data:`ACTIVATIONS`).
+    :param read: returns the layers' current ``(W, b)`` pairs.
+    """
+
+    def __init__(self, read: Callable[[], Layers]) -> None:
+        self.read = read
+        self._layers: Layers | None = None  # None: stale
+
+    def refresh(self) -> None:
+        """The network changed: copy its weights again at the next use."""
+        self._layers = None
+
+    @property
+    def layers(self) -> Layers:
+        if self._layers is None:
+            self._layers = [(np.array(w, np.float64), np.array(b, np.float64)) for w, b in self.read()]
+        return self._layers
+
+
+class MLPCopy(WeightCopy):
+    """An MLP's forward pass in numpy, on a :class:`WeightCopy` of its weights.
+
+    :param activation: between layers; ``output_activation`` after the last (keys of :data:`ACTIVATIONS`).
+    """
+
+    def __init__(
+        self, read: Callable[[], Layers], activation: str, output_activation: str = "identity"
+    ) -> None:
+        super().__init__(read)
+        self.activation, self.output_activation = activation, output_activation
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return mlp_forward(self.layers, x, self.activation, self.output_activation)
+
+
+class ActorCriticActing:
+    """Spinning Up's actor-critic acting (VPG, TRPO, PPO): sample, log-probability and V(s).
+
+    :param pi: the policy head: logits (``discrete``) or the Gaussian's mean.
+    :param v: the value function.
+    :param log_std: reads the state-independent log std of a Gaussian policy (None: categorical).
     :param rng: the Generator that draws actions; the learner checkpoints its state.
     """
 
-    def __init__(self, discrete: bool, activation: str, rng: np.random.Generator) -> None:
-        self.discrete, self.activation, self.rng = discrete, activation, rng
-        self.pi: Layers = []
-        self.v: Layers = []
+    def __init__(
+        self,
+        pi: MLPCopy,
+        v: MLPCopy,
+        log_std: Callable[[], np.ndarray] | None,
+        rng: np.random.Generator,
+    ) -> None:
+        self.pi, self.v, self.read_log_std, self.rng = pi, v, log_std, rng
+        self.discrete = log_std is None
         self.log_std: np.ndarray | None = None
 
-    def load(self, pi: Layers, v: Layers, log_std: np.ndarray | None) -> None:
-        """Take a new snapshot of the weights (copies, as float64)."""
-        self.pi = [(np.array(w, np.float64), np.array(b, np.float64)) for w, b in pi]
-        self.v = [(np.array(w, np.float64), np.array(b, np.float64)) for w, b in v]
-        self.log_std = None if log_std is None else np.array(log_std, np.float64)
-
-    def _head(self, obs: np.ndarray) -> np.ndarray:
-        return mlp_forward(self.pi, np.asarray(obs, dtype=np.float64), self.activation)
+    def refresh(self) -> None:
+        """The networks changed: copy their weights again before the next call."""
+        self.pi.refresh()
+        self.v.refresh()
+        self.log_std = None
 
     def _sample(self, out: np.ndarray) -> tuple[np.ndarray, float]:
         """An action drawn from the policy with head output ``out``, and its log-probability."""
-        if self.discrete:
+        if self.read_log_std is None:
             logp_all = out - np.logaddexp.reduce(out)
             probs = np.exp(logp_all)
             a = min(int(np.searchsorted(np.cumsum(probs), self.rng.random() * probs.sum())), len(out) - 1)
             return np.int64(a), float(logp_all[a])
-        assert self.log_std is not None
+        if self.log_std is None:
+            self.log_std = np.array(self.read_log_std(), np.float64)
         std = np.exp(self.log_std)
         a = out + std * self.rng.standard_normal(out.shape)
         logp = np.sum(-0.5 * ((a - out) / std) ** 2 - self.log_std - _HALF_LOG_2PI)
@@ -92,16 +136,42 @@ class ActorCriticActing:
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
         """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
         obs = np.asarray(obs, dtype=np.float64)
-        a, logp = self._sample(self._head(obs))
+        a, logp = self._sample(self.pi(obs))
         return a, self.value(obs), logp
 
     def value(self, obs: np.ndarray) -> float:
         """V(obs) for one observation."""
-        return float(mlp_forward(self.v, np.asarray(obs, dtype=np.float64), self.activation)[0])
+        return float(self.v(np.asarray(obs, dtype=np.float64))[0])
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """A sample, or with ``deterministic`` the mean (Box) / the most likely action (Discrete)."""
-        out = self._head(obs)
+        out = self.pi(np.asarray(obs, dtype=np.float64))
         if not deterministic:
             return self._sample(out)[0]
         return np.int64(np.argmax(out)) if self.discrete else out.astype(np.float32)
+
+
+class SquashedGaussianActing:
+    """SAC's policy: ``tanh(mu(s) + sigma(s) * noise)`` (or ``tanh(mu(s))`` without noise).
+
+    :param trunk: the hidden layers (their activation after the last one too).
+    :param heads: reads ``[(W_mu, b_mu), (W_log_std, b_log_std)]``, the two output layers.
+    """
+
+    def __init__(self, trunk: MLPCopy, heads: Callable[[], Layers]) -> None:
+        self.trunk, self.heads = trunk, WeightCopy(heads)
+
+    def refresh(self) -> None:
+        """The network changed: copy its weights again before the next call."""
+        self.trunk.refresh()
+        self.heads.refresh()
+
+    def __call__(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
+        """The action in [-1, 1] for the standard normal draw ``noise`` (None: the mean's)."""
+        h = self.trunk(np.asarray(obs, dtype=np.float64))
+        (wm, bm), (ws, bs) = self.heads.layers
+        mu = h @ wm.T + bm
+        if noise is None:
+            return np.tanh(mu).astype(np.float32)
+        std = np.exp(np.clip(h @ ws.T + bs, LOG_STD_MIN, LOG_STD_MAX))
+        return np.tanh(mu + std * noise).astype(np.float32)

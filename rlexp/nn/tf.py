@@ -1,10 +1,12 @@
-"""TensorFlow 2 networks shared by the algorithms, mirroring rlexp/nn/torch.py one to one.
+"""TensorFlow 2 networks of the algorithms, mirroring rlexp/nn/torch.py one to one: the same classes,
+attribute names and parameter order.
 
-Every dense layer keeps its kernel in PyTorch's layout (out_features, in_features) and multiplies
-with ``transpose_b=True``, and modules list their variables in the order of torch's
-``parameters()``: weights copy between the backends without reshaping, which the parity tests use.
-Initialisation follows torch's default (uniform in +-1/sqrt(fan_in) for weights and biases).
-Distributions are written out (no tensorflow-probability): diagonal Gaussian and categorical.
+Every linear layer keeps its weight in PyTorch's layout (out_features, in_features) and multiplies
+with ``transpose_b=True``, and ``parameters()`` lists variables in the order of torch's: weights
+copy between the backends without reshaping, which the parity tests use. Initialisation follows
+torch's default (uniform in +-1/sqrt(fan_in) for weights and biases), drawn from a numpy Generator.
+Distributions are written out (no tensorflow-probability): diagonal Gaussian and categorical, each
+as a tuple of its parameters.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
+from gymnasium import spaces
 
-from rlexp.nn.acting import Layers, mlp_forward
+from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN
+from rlexp.nn.acting import Layers
 
+# TensorFlow's versions of rlexp.nn.ACTIVATIONS
 ACTIVATIONS = {
     "tanh": tf.tanh,
     "relu": tf.nn.relu,
@@ -27,11 +32,18 @@ ACTIVATIONS = {
     "sigmoid": tf.sigmoid,
     "identity": tf.identity,
 }
-LOG_STD_MAX, LOG_STD_MIN = 2.0, -20.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+Dist = tuple[tf.Tensor, tf.Tensor | None]  # (logits, None) or (mean, log std)
 
 
-class Dense(tf.Module):
+class Module(tf.Module):
+    """Base of every network here: :meth:`parameters` lists its variables in torch's order."""
+
+    def parameters(self) -> list[tf.Variable]:
+        raise NotImplementedError
+
+
+class Linear(Module):
     """``y = x W^T + b`` with W of shape (out, in), as torch.nn.Linear."""
 
     def __init__(self, n_in: int, n_out: int, rng: np.random.Generator) -> None:
@@ -40,25 +52,24 @@ class Dense(tf.Module):
         self.weight = tf.Variable(rng.uniform(-bound, bound, (n_out, n_in)).astype(np.float32), name="weight")
         self.bias = tf.Variable(rng.uniform(-bound, bound, (n_out,)).astype(np.float32), name="bias")
 
+    def parameters(self) -> list[tf.Variable]:
+        return [self.weight, self.bias]
+
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         return tf.matmul(x, self.weight, transpose_b=True) + self.bias
 
 
-class MLP(tf.Module):
-    """Dense layers of ``sizes`` with ``activation`` between them and ``output_activation`` after the last."""
+class MLP(Module):
+    """Linear layers with ``activation`` between them and ``output_activation`` after the last (what
+    torch's ``mlp`` builds as an nn.Sequential)."""
 
-    def __init__(
-        self,
-        sizes: Sequence[int],
-        activation: str,
-        rng: np.random.Generator,
-        output_activation: str = "identity",
-    ) -> None:
+    def __init__(self, layers: list[Linear], activation: str, output_activation: str) -> None:
         super().__init__()
-        self.layers = [Dense(sizes[i], sizes[i + 1], rng) for i in range(len(sizes) - 1)]
+        self.layers = layers
         self.act, self.out_act = ACTIVATIONS[activation], ACTIVATIONS[output_activation]
-        self.activation, self.output_activation = activation, output_activation
-        self._snapshot: Layers | None = None  # float64 copies for np_forward; None: stale
+
+    def parameters(self) -> list[tf.Variable]:
+        return [v for layer in self.layers for v in layer.parameters()]
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         for i, layer in enumerate(self.layers):
@@ -66,125 +77,150 @@ class MLP(tf.Module):
             x = self.act(x) if i < len(self.layers) - 1 else self.out_act(x)
         return x
 
-    @property
-    def params(self) -> list[tf.Variable]:
-        return [v for layer in self.layers for v in (layer.weight, layer.bias)]
 
-    def weights(self) -> Layers:
-        """The current weights as numpy ``(W, b)`` pairs (for acting in numpy, :mod:`rlexp.nn.acting`)."""
-        return [(layer.weight.numpy(), layer.bias.numpy()) for layer in self.layers]
-
-    def snapshot(self) -> None:
-        """Snapshot the current weights for :meth:`np_forward` (call after every change of the
-        variables). The copy is taken at the next :meth:`np_forward`, so a burst of updates copies once."""
-        self._snapshot = None
-
-    def np_forward(self, x: np.ndarray) -> np.ndarray:
-        """The same function in numpy on the last snapshot, for one observation at a time. The weights
-        are kept as float64 (the precision of the computation), not converted on every call."""
-        if self._snapshot is None:
-            self._snapshot = [(w.astype(np.float64), b.astype(np.float64)) for w, b in self.weights()]
-        return mlp_forward(self._snapshot, x, self.activation, self.output_activation)
+def mlp(
+    sizes: Sequence[int], activation: str, rng: np.random.Generator, output_activation: str = "identity"
+) -> MLP:
+    """Linear layers of ``sizes`` (input first), ``activation`` between them, ``output_activation`` last."""
+    return MLP(
+        [Linear(sizes[i], sizes[i + 1], rng) for i in range(len(sizes) - 1)], activation, output_activation
+    )
 
 
-class Net(tf.Module):
-    """Base of the modules below: ``params`` lists variables in torch's parameters() order."""
-
-    @property
-    def params(self) -> list[tf.Variable]:
-        raise NotImplementedError
+def linear_layers(net: MLP) -> Layers:
+    """The (weight, bias) of each layer of ``net`` as numpy arrays, for acting in numpy (:mod:`rlexp.nn.acting`)."""
+    return [(layer.weight.numpy(), layer.bias.numpy()) for layer in net.layers]
 
 
 # --- distributions ------------------------------------------------------------------------------
-def gaussian_logp(x: tf.Tensor, mu: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:
+def gaussian_log_prob(x: tf.Tensor, mu: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:
     """log N(x; mu, exp(log_std)) summed over the last axis."""
     return tf.reduce_sum(-0.5 * tf.square((x - mu) / tf.exp(log_std)) - log_std - _HALF_LOG_2PI, axis=-1)
 
 
-def gaussian_entropy(log_std: tf.Tensor) -> tf.Tensor:
-    """Entropy of each dimension (not summed), as torch's Normal.entropy()."""
-    return 0.5 + _HALF_LOG_2PI + log_std
-
-
-def gaussian_kl(mu0: tf.Tensor, log_std0: tf.Tensor, mu1: tf.Tensor, log_std1: tf.Tensor) -> tf.Tensor:
-    """KL(N0 || N1) summed over the last axis."""
-    var0, var1 = tf.exp(2 * log_std0), tf.exp(2 * log_std1)
-    return tf.reduce_sum(log_std1 - log_std0 + (var0 + tf.square(mu0 - mu1)) / (2 * var1) - 0.5, axis=-1)
-
-
-def categorical_logp(logits: tf.Tensor, act: tf.Tensor) -> tf.Tensor:
-    return tf.gather(tf.nn.log_softmax(logits), tf.cast(act, tf.int32), axis=-1, batch_dims=len(act.shape))
-
-
-def categorical_entropy(logits: tf.Tensor) -> tf.Tensor:
-    logp = tf.nn.log_softmax(logits)
-    return -tf.reduce_sum(tf.exp(logp) * logp, axis=-1)
-
-
-def categorical_kl(logits0: tf.Tensor, logits1: tf.Tensor) -> tf.Tensor:
-    logp0, logp1 = tf.nn.log_softmax(logits0), tf.nn.log_softmax(logits1)
-    return tf.reduce_sum(tf.exp(logp0) * (logp0 - logp1), axis=-1)
-
-
 # --- on-policy ----------------------------------------------------------------------------------
-class ActorCritic(Net):
-    """Spinning Up's MLPActorCritic: a categorical or diagonal-Gaussian policy (log std init -0.5) and V."""
+class CategoricalActor(Module):
+    """Policy over a Discrete action space: logits from an MLP."""
 
     def __init__(
         self,
         obs_dim: int,
-        act_dim: int,
-        discrete: bool,
+        n_actions: int,
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
     ) -> None:
         super().__init__()
-        self.discrete = discrete
-        if not discrete:
-            self.log_std = tf.Variable(np.full(act_dim, -0.5, np.float32), name="log_std")
-        self.pi_net = MLP([obs_dim, *hidden_sizes, act_dim], activation, rng)
-        self.v_net = MLP([obs_dim, *hidden_sizes, 1], activation, rng)
+        self.logits_net = mlp([obs_dim, *hidden_sizes, n_actions], activation, rng)
 
-    @property
-    def pi_params(self) -> list[tf.Variable]:
-        return self.pi_net.params if self.discrete else [self.log_std, *self.pi_net.params]
+    def parameters(self) -> list[tf.Variable]:
+        return self.logits_net.parameters()
 
-    @property
-    def v_params(self) -> list[tf.Variable]:
-        return self.v_net.params
+    def distribution(self, obs: tf.Tensor) -> Dist:
+        return self.logits_net(obs), None
 
-    @property
-    def params(self) -> list[tf.Variable]:
-        return [*self.pi_params, *self.v_params]
+    def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tuple[Dist, tf.Tensor]:
+        """pi and log pi(act|obs)."""
+        pi = self.distribution(obs)
+        logp = tf.nn.log_softmax(pi[0])
+        return pi, tf.gather(logp, tf.cast(act, tf.int32), axis=-1, batch_dims=len(act.shape))
 
-    def dist(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor | None]:
-        """(logits, None) or (mu, log_std broadcast to mu's shape)."""
-        out = self.pi_net(obs)
-        return (out, None) if self.discrete else (out, tf.zeros_like(out) + self.log_std)
+    @staticmethod
+    def entropy(pi: Dist) -> tf.Tensor:
+        logp = tf.nn.log_softmax(pi[0])
+        return -tf.reduce_sum(tf.exp(logp) * logp, axis=-1)
 
-    def logp(self, dist: tuple[tf.Tensor, tf.Tensor | None], act: tf.Tensor) -> tf.Tensor:
-        out, log_std = dist
-        return categorical_logp(out, act) if self.discrete else gaussian_logp(act, out, log_std)
+    @staticmethod
+    def kl(old: Dist, new: Dist) -> tf.Tensor:
+        """KL(old || new) per observation."""
+        logp0, logp1 = tf.nn.log_softmax(old[0]), tf.nn.log_softmax(new[0])
+        return tf.reduce_sum(tf.exp(logp0) * (logp0 - logp1), axis=-1)
 
-    def entropy(self, dist: tuple[tf.Tensor, tf.Tensor | None]) -> tf.Tensor:
-        out, log_std = dist
-        return categorical_entropy(out) if self.discrete else gaussian_entropy(log_std)
 
-    def kl(
-        self, old: tuple[tf.Tensor, tf.Tensor | None], new: tuple[tf.Tensor, tf.Tensor | None]
-    ) -> tf.Tensor:
-        if self.discrete:
-            return categorical_kl(old[0], new[0])
-        return gaussian_kl(old[0], old[1], new[0], new[1])
+class GaussianActor(Module):
+    """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (init -0.5)."""
 
-    def v(self, obs: tf.Tensor) -> tf.Tensor:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__()
+        self.log_std = tf.Variable(np.full(act_dim, -0.5, np.float32), name="log_std")
+        self.mu_net = mlp([obs_dim, *hidden_sizes, act_dim], activation, rng)
+
+    def parameters(self) -> list[tf.Variable]:
+        return [self.log_std, *self.mu_net.parameters()]
+
+    def distribution(self, obs: tf.Tensor) -> Dist:
+        """(mean, log std broadcast to the mean's shape)."""
+        mu = self.mu_net(obs)
+        return mu, tf.zeros_like(mu) + self.log_std
+
+    def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tuple[Dist, tf.Tensor]:
+        """pi and log pi(act|obs)."""
+        pi = self.distribution(obs)
+        return pi, gaussian_log_prob(act, *pi)
+
+    @staticmethod
+    def entropy(pi: Dist) -> tf.Tensor:
+        """Entropy of each action dimension (not summed), as torch's Normal.entropy()."""
+        return 0.5 + _HALF_LOG_2PI + pi[1]
+
+    @staticmethod
+    def kl(old: Dist, new: Dist) -> tf.Tensor:
+        """KL(old || new) per observation, summed over the action dimensions."""
+        (mu0, log_std0), (mu1, log_std1) = old, new
+        var0, var1 = tf.exp(2 * log_std0), tf.exp(2 * log_std1)
+        return tf.reduce_sum(log_std1 - log_std0 + (var0 + tf.square(mu0 - mu1)) / (2 * var1) - 0.5, axis=-1)
+
+
+class ValueFunction(Module):
+    """The state-value function V(s) of the on-policy algorithms (Spinning Up's MLPCritic)."""
+
+    def __init__(
+        self, obs_dim: int, hidden_sizes: Sequence[int], activation: str, rng: np.random.Generator
+    ) -> None:
+        super().__init__()
+        self.v_net = mlp([obs_dim, *hidden_sizes, 1], activation, rng)
+
+    def parameters(self) -> list[tf.Variable]:
+        return self.v_net.parameters()
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
         return tf.squeeze(self.v_net(obs), -1)
 
 
-# --- off-policy (actions in [-1, 1]) ------------------------------------------------------------
-class DeterministicActor(Net):
-    """mu(s) = tanh(MLP(s)) (DDPG, TD3)."""
+class ActorCritic(Module):
+    """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_space: spaces.Space,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__()
+        if isinstance(act_space, spaces.Discrete):
+            self.pi: CategoricalActor | GaussianActor = CategoricalActor(
+                obs_dim, int(act_space.n), hidden_sizes, activation, rng
+            )
+        else:
+            self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, rng)
+        self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng)
+
+    def parameters(self) -> list[tf.Variable]:
+        return [*self.pi.parameters(), *self.v.parameters()]
+
+
+# --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.
+class DeterministicActor(Module):
+    """mu(s) in [-1, 1]^n: an MLP with a tanh output (DDPG, TD3)."""
 
     def __init__(
         self,
@@ -195,17 +231,16 @@ class DeterministicActor(Net):
         rng: np.random.Generator,
     ) -> None:
         super().__init__()
-        self.net = MLP([obs_dim, *hidden_sizes, act_dim], activation, rng, output_activation="tanh")
+        self.pi = mlp([obs_dim, *hidden_sizes, act_dim], activation, rng, "tanh")
 
-    @property
-    def params(self) -> list[tf.Variable]:
-        return self.net.params
+    def parameters(self) -> list[tf.Variable]:
+        return self.pi.parameters()
 
     def __call__(self, obs: tf.Tensor) -> tf.Tensor:
-        return self.net(obs)
+        return self.pi(obs)
 
 
-class QFunction(Net):
+class QFunction(Module):
     """Q(s, a) from an MLP over the concatenated observation and action."""
 
     def __init__(
@@ -217,18 +252,20 @@ class QFunction(Net):
         rng: np.random.Generator,
     ) -> None:
         super().__init__()
-        self.net = MLP([obs_dim + act_dim, *hidden_sizes, 1], activation, rng)
+        self.q = mlp([obs_dim + act_dim, *hidden_sizes, 1], activation, rng)
 
-    @property
-    def params(self) -> list[tf.Variable]:
-        return self.net.params
+    def parameters(self) -> list[tf.Variable]:
+        return self.q.parameters()
 
     def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(self.net(tf.concat([obs, act], axis=-1)), -1)
+        return tf.squeeze(self.q(tf.concat([obs, act], axis=-1)), -1)
 
 
-class SquashedGaussianActor(Net):
-    """SAC's policy: u ~ N(mu(s), sigma(s)), a = tanh(u), log-prob with the tanh correction."""
+class SquashedGaussianActor(Module):
+    """SAC's policy: u ~ N(mu(s), sigma(s)), a = tanh(u), with the tanh log-prob correction.
+
+    log sigma is clamped to [LOG_STD_MIN, LOG_STD_MAX] (Spinning Up's -20, 2).
+    """
 
     def __init__(
         self,
@@ -239,39 +276,16 @@ class SquashedGaussianActor(Net):
         rng: np.random.Generator,
     ) -> None:
         super().__init__()
-        self.net = MLP([obs_dim, *hidden_sizes], activation, rng, output_activation=activation)
-        self.mu_layer = Dense(hidden_sizes[-1], act_dim, rng)
-        self.log_std_layer = Dense(hidden_sizes[-1], act_dim, rng)
-        self._heads: Layers | None = None  # float64 copies of the two heads for np_forward; None: stale
+        self.net = mlp([obs_dim, *hidden_sizes], activation, rng, activation)
+        self.mu_layer = Linear(hidden_sizes[-1], act_dim, rng)
+        self.log_std_layer = Linear(hidden_sizes[-1], act_dim, rng)
 
-    @property
-    def params(self) -> list[tf.Variable]:
-        return [
-            *self.net.params,
-            self.mu_layer.weight,
-            self.mu_layer.bias,
-            self.log_std_layer.weight,
-            self.log_std_layer.bias,
-        ]
+    def parameters(self) -> list[tf.Variable]:
+        return [*self.net.parameters(), *self.mu_layer.parameters(), *self.log_std_layer.parameters()]
 
-    def snapshot(self) -> None:
-        """As :meth:`MLP.snapshot`: the weights are copied (float64) at the next :meth:`np_forward`."""
-        self.net.snapshot()
-        self._heads = None
-
-    def np_forward(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
-        """tanh(mu + std * noise) (or tanh(mu) without noise) in numpy, on the last snapshot."""
-        h = self.net.np_forward(obs)
-        if self._heads is None:
-            self._heads = [
-                (d.weight.numpy().astype(np.float64), d.bias.numpy().astype(np.float64))
-                for d in (self.mu_layer, self.log_std_layer)
-            ]
-        (wm, bm), (ws, bs) = self._heads
-        mu = h @ wm.T + bm
-        if noise is None:
-            return np.tanh(mu)
-        return np.tanh(mu + np.exp(np.clip(h @ ws.T + bs, LOG_STD_MIN, LOG_STD_MAX)) * noise)
+    def heads(self) -> Layers:
+        """The two output layers' (weight, bias) as numpy arrays (for acting in numpy)."""
+        return [(d.weight.numpy(), d.bias.numpy()) for d in (self.mu_layer, self.log_std_layer)]
 
     def __call__(self, obs: tf.Tensor, noise: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
         """(action in [-1, 1], log pi(action | obs)) for the standard normal draw ``noise``; None: the mean."""
@@ -279,7 +293,7 @@ class SquashedGaussianActor(Net):
         mu = self.mu_layer(h)
         log_std = tf.clip_by_value(self.log_std_layer(h), LOG_STD_MIN, LOG_STD_MAX)
         u = mu if noise is None else mu + tf.exp(log_std) * noise
-        logp = gaussian_logp(u, mu, log_std)
+        logp = gaussian_log_prob(u, mu, log_std)
         logp -= tf.reduce_sum(2 * (math.log(2) - u - tf.nn.softplus(-2 * u)), axis=-1)
         return tf.tanh(u), logp
 
@@ -290,7 +304,7 @@ class Adam(tf.Module):
     Keras' Adam adds its epsilon before the bias correction, which changes small steps; this one
     keeps the two backends numerically equal. Slots (m, v) and the step count are tf.Variables.
 
-    Each variable is updated by one fused ``ResourceApplyAdam`` kernel (instead of ~12 graph ops)
+    Each variable is updated by one fused ``ResourceApplyAdam`` kernel (instead of a dozen graph ops)
     with its epsilon scaled by ``sqrt(1 - beta2^t)``, which turns TF's formula
     ``lr sqrt(1-b2^t)/(1-b1^t) m / (sqrt(v) + eps')`` into torch's
     ``lr/(1-b1^t) m / (sqrt(v)/sqrt(1-b2^t) + eps)`` exactly (up to rounding).

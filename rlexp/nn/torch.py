@@ -1,9 +1,13 @@
-"""PyTorch networks shared by the algorithms: MLPs, categorical / Gaussian actors, value critics."""
+"""PyTorch networks of the algorithms: MLPs, the on-policy actor-critic, the off-policy actors and Q.
+
+rlexp/nn/tf.py builds the same modules, with the same names and parameter order, in TensorFlow.
+Attribute names here are part of the checkpoints (they are the state_dict keys).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -11,7 +15,12 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN
+from rlexp.nn.acting import Layers
+
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+# torch's versions of rlexp.nn.ACTIVATIONS
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
     "relu": nn.ReLU,
@@ -24,20 +33,30 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 }
 
 
-def mlp(
-    sizes: Sequence[int], activation: str, output_activation: Callable[[], nn.Module] = nn.Identity
-) -> nn.Sequential:
+def mlp(sizes: Sequence[int], activation: str, output_activation: str = "identity") -> nn.Sequential:
     """Linear layers of ``sizes`` (input first), ``activation`` between them, ``output_activation`` last.
 
     ReLU and tanh run in place on their Linear's output (which nothing else keeps; their backward
     needs only the result): the same values and gradients, without writing a fresh batch x width
-    tensor per layer (~25% of a 256-wide layer's time on CPU).
+    tensor per layer.
     """
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):
-        act = _activation(activation) if i < len(sizes) - 2 else output_activation()
-        layers += [nn.Linear(sizes[i], sizes[i + 1]), act]
+        layers += [
+            nn.Linear(sizes[i], sizes[i + 1]),
+            _activation(activation if i < len(sizes) - 2 else output_activation),
+        ]
     return nn.Sequential(*layers)
+
+
+def linear_layers(seq: nn.Sequential) -> Layers:
+    """The (weight, bias) of each Linear in ``seq`` as numpy arrays on the host, for acting in numpy
+    (:mod:`rlexp.nn.acting`; views on CPU: the copy there is taken from them)."""
+    return [
+        (m.weight.detach().cpu().numpy(), m.bias.detach().cpu().numpy())
+        for m in seq
+        if isinstance(m, nn.Linear)
+    ]
 
 
 class TanhInPlace(nn.Module):
@@ -72,12 +91,10 @@ class CategoricalActor(nn.Module):
     def distribution(self, obs: torch.Tensor) -> Distribution:
         return Categorical(logits=self.logits_net(obs))
 
-    def log_prob(self, pi: Distribution, act: torch.Tensor) -> torch.Tensor:
-        return pi.log_prob(act)
-
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        """pi and log pi(act|obs)."""
         pi = self.distribution(obs)
-        return pi, self.log_prob(pi, act)
+        return pi, pi.log_prob(act)
 
 
 class GaussianActor(nn.Module):
@@ -98,8 +115,8 @@ class GaussianActor(nn.Module):
         return Normal(mu, std), gaussian_log_prob(act, mu, std).sum(axis=-1)
 
 
-class Critic(nn.Module):
-    """State-value function V(s)."""
+class ValueFunction(nn.Module):
+    """The state-value function V(s) of the on-policy algorithms (Spinning Up's MLPCritic)."""
 
     def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
@@ -122,11 +139,10 @@ class ActorCritic(nn.Module):
             )
         else:
             self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation)
-        self.v = Critic(obs_dim, hidden_sizes, activation)
+        self.v = ValueFunction(obs_dim, hidden_sizes, activation)
 
 
 # --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.
-LOG_STD_MAX, LOG_STD_MIN = 2.0, -20.0
 
 
 class DeterministicActor(nn.Module):
@@ -134,7 +150,7 @@ class DeterministicActor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
-        self.pi = mlp([obs_dim, *hidden_sizes, act_dim], activation, nn.Tanh)
+        self.pi = mlp([obs_dim, *hidden_sizes, act_dim], activation, "tanh")
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.pi(obs)
@@ -159,7 +175,7 @@ class SquashedGaussianActor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
-        self.net = mlp([obs_dim, *hidden_sizes], activation, lambda: _activation(activation))
+        self.net = mlp([obs_dim, *hidden_sizes], activation, activation)
         self.mu_layer = nn.Linear(hidden_sizes[-1], act_dim)
         self.log_std_layer = nn.Linear(hidden_sizes[-1], act_dim)
 

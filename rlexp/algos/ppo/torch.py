@@ -9,45 +9,32 @@ step is taken only when that KL is within bounds, so the parameters follow Spinn
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 import torch
-from gymnasium import spaces
 from torch.distributions import Distribution
 
-from rlexp.algos.torch_common import OnPolicyTorchLearner, adam
+from rlexp.algos.learner import Batch, Stats
+from rlexp.algos.vpg.torch import VPGLearner
 from rlexp.comm.torch import avg_grads
-from rlexp.config import RLExpConfig
 
 
-class PPOLearner(OnPolicyTorchLearner):
+class PPOLearner(VPGLearner):
     """PPO-clip update; see ``conf/algo/ppo.yaml`` for the hyperparameters."""
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
-        self.pi_optimizer = adam(self.ac.pi.parameters(), self.algo.pi_lr)
-
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        return {**super().optimizers(), "pi": self.pi_optimizer}
-
-    def surrogate(
-        self, data: dict[str, torch.Tensor]
-    ) -> tuple[Distribution, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(pi, clipped surrogate loss, probability ratio r, approximate KL to the data's policy)."""
+    def surrogate(self, batch: Batch) -> tuple[Distribution, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(pi, clipped surrogate loss, probability ratio r, approximate KL to the batch's policy)."""
         eps = self.algo.clip_ratio
-        pi, logp = self.ac.pi(data["obs"], data["act"])
-        ratio = torch.exp(logp - data["logp"])
-        adv = data["adv"]
+        pi, logp = self.ac.pi(batch["obs"], batch["act"])
+        ratio = torch.exp(logp - batch["logp"])
+        adv = batch["adv"]
         loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv).mean()
         with torch.no_grad():
-            kl = (data["logp"] - logp).mean()
+            kl = (batch["logp"] - logp).mean()
         return pi, loss, ratio, kl
 
-    def loss_pi(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss_pi(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Clipped surrogate loss and its diagnostics: approx KL, entropy, fraction clipped."""
         eps = self.algo.clip_ratio
-        pi, loss, ratio, kl = self.surrogate(data)
+        pi, loss, ratio, kl = self.surrogate(batch)
         with torch.no_grad():
             info = {
                 "kl": kl.item(),
@@ -56,36 +43,23 @@ class PPOLearner(OnPolicyTorchLearner):
             }
         return loss, info
 
-    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    def update_networks(self, batch: Batch) -> Stats:
         """One PPO epoch update. Loss, KL and clip fraction are evaluated before and after it.
 
         Spinning Up logged KL/ClipFrac of the last iteration *before* its step; here they describe
         the policy actually reached, as does DeltaLossPi.
         """
-        data = self.tensors(batch)
         params = list(self.ac.pi.parameters())
         with torch.no_grad():
-            loss_old, info_old = self.loss_pi(data)
+            loss_old, info_old = self.loss_pi(batch)
         stop_iter = self.algo.train_pi_iters - 1
         for i in range(self.algo.train_pi_iters):
             self.pi_optimizer.zero_grad()
-            _, loss, _, kl = self.surrogate(data)
+            _, loss, _, kl = self.surrogate(batch)
             loss.backward()
             (kl_avg,) = avg_grads(params, [kl.item()])  # gradients and KL in one allreduce
             if kl_avg > 1.5 * self.algo.target_kl:  # the KL before this step: do not take it
                 stop_iter = i
                 break
             self.pi_optimizer.step()
-        with torch.no_grad():
-            loss_new, info_new = self.loss_pi(data)
-        v_old, v_new = self.update_v(data)
-        return {
-            "LossPi": loss_old.item(),
-            "LossV": v_old,
-            "DeltaLossPi": loss_new.item() - loss_old.item(),
-            "DeltaLossV": v_new - v_old,
-            "Entropy": info_old["ent"],
-            "KL": info_new["kl"],
-            "ClipFrac": info_new["cf"],
-            "StopIter": stop_iter,
-        }
+        return self.epoch_stats(batch, loss_old, info_old, StopIter=stop_iter)

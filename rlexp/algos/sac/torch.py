@@ -9,27 +9,29 @@ then the polyak update.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from gymnasium import spaces
 
+from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, flatten_
-from rlexp.comm.torch import avg_grads
-from rlexp.config import RLExpConfig
 from rlexp.nn.torch import QFunction, SquashedGaussianActor
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 class SACLearner(OffPolicyTorchLearner):
     """SAC update; see ``conf/algo/sac.yaml`` for the hyperparameters."""
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         kw = self.net_kwargs()
-        self.pi = SquashedGaussianActor(self.obs_dim, self.act_dim, **kw).to(self.device)
-        self.q1 = QFunction(self.obs_dim, self.act_dim, **kw).to(self.device)
-        self.q2 = QFunction(self.obs_dim, self.act_dim, **kw).to(self.device)
+        with self.initialising():
+            self.pi = SquashedGaussianActor(self.obs_dim, self.act_dim, **kw).to(self.device)
+            self.q1 = QFunction(self.obs_dim, self.act_dim, **kw).to(self.device)
+            self.q2 = QFunction(self.obs_dim, self.act_dim, **kw).to(self.device)
         self.sync(self.pi, self.q1, self.q2)
         self.q1_targ, self.q2_targ = self.target(self.q1), self.target(self.q2)
         self.q_params = [*self.q1.parameters(), *self.q2.parameters()]
@@ -58,10 +60,10 @@ class SACLearner(OffPolicyTorchLearner):
         opts = {"pi": self.pi_optimizer, "q": self.q_optimizer}
         return opts if self.alpha_optimizer is None else {**opts, "alpha": self.alpha_optimizer}
 
-    def extra_state(self) -> dict[str, Any]:
+    def extra_state(self) -> dict[str, object]:
         return {**super().extra_state(), "log_alpha": self.log_alpha.detach().cpu()}
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def load_extra_state(self, state: dict[str, object]) -> None:
         super().load_extra_state(state)
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
@@ -69,43 +71,42 @@ class SACLearner(OffPolicyTorchLearner):
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """tanh(mu(obs)) when deterministic, else a sample of the squashed Gaussian; in [-1, 1]."""
-        a, _ = self.pi(self._obs(obs), deterministic=deterministic, with_logprob=False)
+        noise = None if deterministic else self.obs_tensor(self.rng.standard_normal(self.act_dim))
+        a, _ = self.pi(self.obs_tensor(obs), deterministic=deterministic, with_logprob=False, noise=noise)
         return a.cpu().numpy()
 
     def explore(self, obs: np.ndarray) -> np.ndarray:
+        """A sample of the policy."""
         return self.act(obs, deterministic=False)
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        d = self.tensors(batch)
+    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         alpha, gamma = self.alpha, self.algo.gamma
-        q1, q2 = self.q1(d["obs"], d["act"]), self.q2(d["obs"], d["act"])
-        with torch.no_grad():
-            a2, logp_a2 = self.pi(d["obs2"], noise=d.get("noise2"))  # noise: pre-drawn in parity tests
-            q_targ = torch.min(self.q1_targ(d["obs2"], a2), self.q2_targ(d["obs2"], a2))
-            backup = d["rew"] + gamma * (1 - d["done"]) * (q_targ - alpha * logp_a2)
+        shape = (batch["obs"].shape[0], self.act_dim)
+        q1, q2 = self.q1(batch["obs"], batch["act"]), self.q2(batch["obs"], batch["act"])
+        with (
+            torch.no_grad()
+        ):  # the standard normal draws ``noise2`` and ``noise``: pre-drawn in the parity tests
+            a2, logp_a2 = self.pi(
+                batch["obs2"], noise=batch["noise2"] if "noise2" in batch else self.noise(shape)
+            )
+            q_targ = torch.min(self.q1_targ(batch["obs2"], a2), self.q2_targ(batch["obs2"], a2))
+            backup = batch["rew"] + gamma * (1 - batch["done"]) * (q_targ - alpha * logp_a2)
         loss_q = ((q1 - backup) ** 2).mean() + ((q2 - backup) ** 2).mean()
-        self.step_optimizer(self.q_optimizer, loss_q, self.q_flat)
-
-        self.frozen(self.q_params, True)
-        a, logp = self.pi(d["obs"], noise=d.get("noise"))
-        loss_pi = (alpha * logp - torch.min(self.q1(d["obs"], a), self.q2(d["obs"], a))).mean()
-        self.step_optimizer(self.pi_optimizer, loss_pi, self.pi_flat)
-        self.frozen(self.q_params, False)
-
-        stats: dict[str, Any] = {
-            "LossQ": loss_q.item(),
-            "Q1Vals": q1.detach().cpu().numpy(),
-            "Q2Vals": q2.detach().cpu().numpy(),
-            "LogPi": logp.detach().cpu().numpy(),
-            "LossPi": loss_pi.item(),
-        }
-        if self.alpha_optimizer is not None:
-            loss_alpha = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            self.alpha_optimizer.zero_grad()
-            loss_alpha.backward()
-            avg_grads([self.log_alpha])
-            self.alpha_optimizer.step()
-            stats.update(Alpha=alpha, LossAlpha=loss_alpha.item())
-        self.polyak_update([(self.q_flat, self.q_targ_flat)])
-        self.n_updates += 1
+        self.optimize(self.q_optimizer, loss_q)
+        stats: Stats = {"LossQ": loss_q, "Q1Vals": q1, "Q2Vals": q2}
+        if policy_step:  # always: SAC has no policy delay
+            with self.frozen(self.q_params):
+                a, logp = self.pi(
+                    batch["obs"], noise=batch["noise"] if "noise" in batch else self.noise(shape)
+                )
+                loss_pi = (
+                    alpha * logp - torch.min(self.q1(batch["obs"], a), self.q2(batch["obs"], a))
+                ).mean()
+                self.optimize(self.pi_optimizer, loss_pi)
+            stats.update(LogPi=logp, LossPi=loss_pi)
+            if self.alpha_optimizer is not None:
+                loss_alpha = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+                self.optimize(self.alpha_optimizer, loss_alpha)
+                stats.update(Alpha=alpha, LossAlpha=loss_alpha)
+            self.polyak_update([(self.q_flat, self.q_targ_flat)])
         return stats

@@ -1,10 +1,14 @@
-"""TD3 in TensorFlow 2: the same update as rlexp/algos/td3/torch.py, one compiled step per update."""
+"""TD3 in TensorFlow 2: the same update as rlexp/algos/td3/torch.py, one compiled call per gradient step."""
 
 from __future__ import annotations
 
 import tensorflow as tf
+from gymnasium import spaces
 
 from rlexp.algos.ddpg.tf import DDPGLearner
+from rlexp.algos.learner import Batch, Stats
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 class TD3Learner(DDPGLearner):
@@ -12,18 +16,27 @@ class TD3Learner(DDPGLearner):
 
     N_CRITICS = 2
 
-    def policy_step(self) -> bool:
-        return self.n_updates % self.algo.policy_delay == 0
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        self.policy_delay = self.algo.policy_delay
 
-    def q_loss(self, d: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
         (q1, q2), (q1_targ, q2_targ) = self.qs, self.q_targs
-        q1v, q2v = q1(d["obs"], d["act"]), q2(d["obs"], d["act"])
-        a_targ = self.pi_targ(d["obs2"])
-        noise = d["target_noise"] if "target_noise" in d else self.gen.normal(tf.shape(a_targ))
-        eps = tf.clip_by_value(noise * algo.target_noise, -algo.noise_clip, algo.noise_clip)
-        a2 = tf.clip_by_value(a_targ + eps, -1.0, 1.0)
-        q_targ = tf.minimum(q1_targ(d["obs2"], a2), q2_targ(d["obs2"], a2))
-        backup = tf.stop_gradient(d["rew"] + algo.gamma * (1 - d["done"]) * q_targ)
-        loss = tf.reduce_mean(tf.square(q1v - backup)) + tf.reduce_mean(tf.square(q2v - backup))
-        return loss, {"Q1Vals": q1v, "Q2Vals": q2v}
+        with tf.GradientTape() as tape:
+            q1v, q2v = q1(batch["obs"], batch["act"]), q2(batch["obs"], batch["act"])
+            a_targ = self.pi_targ(batch["obs2"])
+            # the standard normal draw: pre-drawn in the parity tests
+            noise = batch["target_noise"] if "target_noise" in batch else self.gen.normal(tf.shape(a_targ))
+            eps = tf.clip_by_value(noise * algo.target_noise, -algo.noise_clip, algo.noise_clip)
+            a2 = tf.clip_by_value(a_targ + eps, -1.0, 1.0)
+            q_targ = tf.minimum(q1_targ(batch["obs2"], a2), q2_targ(batch["obs2"], a2))
+            backup = tf.stop_gradient(batch["rew"] + algo.gamma * (1 - batch["done"]) * q_targ)
+            loss_q = tf.reduce_mean(tf.square(q1v - backup)) + tf.reduce_mean(tf.square(q2v - backup))
+        self.optimize(self.q_optimizer, tape, loss_q)
+        stats = {"LossQ": loss_q, "Q1Vals": q1v, "Q2Vals": q2v}
+        if policy_step:
+            stats["LossPi"] = self.update_pi(batch["obs"])
+        return stats

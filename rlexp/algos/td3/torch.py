@@ -2,17 +2,18 @@
 
 Per gradient step: target ``y = r + gamma (1 - d) min_i Q_targ_i(s', clip(mu_targ(s') + clip(eps, -c,
 c), -1, 1))`` with ``eps ~ N(0, target_noise)``; one Adam step on ``MSE(Q1, y) + MSE(Q2, y)``; every
-``policy_delay``-th step also one policy step on ``-mean(Q1(s, mu(s)))`` and the polyak update.
+``policy_delay``-th step also DDPG's policy step on ``-mean(Q1(s, mu(s)))`` and the polyak update.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 import torch
+from gymnasium import spaces
 
 from rlexp.algos.ddpg.torch import DDPGLearner
+from rlexp.algos.learner import Batch, Stats
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 class TD3Learner(DDPGLearner):
@@ -20,29 +21,27 @@ class TD3Learner(DDPGLearner):
 
     N_CRITICS = 2
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        d = self.tensors(batch)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        self.policy_delay = self.algo.policy_delay
+
+    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
         (q1, q2), (q1_targ, q2_targ) = self.qs, self.q_targs
-        q1v, q2v = q1(d["obs"], d["act"]), q2(d["obs"], d["act"])
+        q1v, q2v = q1(batch["obs"], batch["act"]), q2(batch["obs"], batch["act"])
         with torch.no_grad():
-            a_targ = self.pi_targ(d["obs2"])
-            noise = (
-                d["target_noise"] if "target_noise" in d else torch.randn_like(a_targ)
-            )  # pre-drawn in parity tests
+            a_targ = self.pi_targ(batch["obs2"])
+            # the standard normal draw: pre-drawn in the parity tests
+            noise = batch["target_noise"] if "target_noise" in batch else self.noise(a_targ.shape)
             eps = torch.clamp(noise * algo.target_noise, -algo.noise_clip, algo.noise_clip)
             a2 = torch.clamp(a_targ + eps, -1.0, 1.0)
-            backup = d["rew"] + algo.gamma * (1 - d["done"]) * torch.min(
-                q1_targ(d["obs2"], a2), q2_targ(d["obs2"], a2)
-            )
+            q_targ = torch.min(q1_targ(batch["obs2"], a2), q2_targ(batch["obs2"], a2))
+            backup = batch["rew"] + algo.gamma * (1 - batch["done"]) * q_targ
         loss_q = ((q1v - backup) ** 2).mean() + ((q2v - backup) ** 2).mean()
-        self.step_optimizer(self.q_optimizer, loss_q, self.q_flat)
-        stats: dict[str, Any] = {
-            "LossQ": loss_q.item(),
-            "Q1Vals": q1v.detach().cpu().numpy(),
-            "Q2Vals": q2v.detach().cpu().numpy(),
-        }
-        if self.n_updates % algo.policy_delay == 0:
-            stats["LossPi"] = self.update_pi(d["obs"])
-        self.n_updates += 1
+        self.optimize(self.q_optimizer, loss_q)
+        stats = {"LossQ": loss_q, "Q1Vals": q1v, "Q2Vals": q2v}
+        if policy_step:
+            stats["LossPi"] = self.update_pi(batch["obs"])
         return stats

@@ -1,55 +1,57 @@
-"""TRPO: one learner per backend, and the conjugate gradient both use."""
+"""TRPO and the natural policy gradient (Spinning Up's trpo): a conjugate-gradient step on the Fisher
+information of the policy's KL, scaled to the trust region ``delta``, with a backtracking line search
+(``natural_gradient.py``, shared by both backends), then ``train_v_iters`` value steps."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
-EPS = 1e-8
+from omegaconf import MISSING
 
-
-def conjugate_gradient(Ax: Callable[[Any], Any], b: Any, iters: int) -> Any:
-    """Approximately solve ``A x = b`` for symmetric positive-definite A given as a product function.
-
-    Works on any vector type with ``@``, ``*``, ``+`` and ``-`` (torch tensors, numpy arrays).
-    """
-    x = b * 0
-    r, p = b + 0, b + 0
-    r_dot = r @ r
-    for _ in range(iters):
-        z = Ax(p)
-        alpha = r_dot / (p @ z + EPS)
-        x = x + alpha * p
-        r = r - alpha * z
-        r_dot_new = r @ r
-        p = r + (r_dot_new / r_dot) * p
-        r_dot = r_dot_new
-    return x
+from rlexp.algos.learner import OnPolicyLearner
+from rlexp.algos.on_policy import ON_POLICY_STATS, OnPolicyConfig
+from rlexp.errors import check, check_at_least
+from rlexp.schema import Stat
 
 
-def line_search(
-    set_and_eval: Callable[[float], tuple[float, float]],
-    restore: Callable[[], None],
-    loss_old: float,
-    algo: Any,
-) -> tuple[float, float, int]:
-    """Choose the step along the natural gradient; return (KL, surrogate loss, BacktrackIters).
+@dataclass
+class TRPOConfig(OnPolicyConfig):
+    """TRPO / natural policy gradient; see ``conf/algo/trpo.yaml`` for the meaning of each key."""
 
-    ``set_and_eval(f)`` puts the policy at the fraction ``f`` of the full step and returns its
-    rank-averaged (KL, loss). ``npg``: the full step. ``trpo``: the first of ``backtrack_coeff**j``,
-    j < backtrack_iters, with KL <= delta and a loss no worse than ``loss_old``; when none passes,
-    ``restore()`` puts back the old parameters, BacktrackIters is backtrack_iters, and rank 0 says so.
-    """
-    from rlexp import comm
+    NAME: ClassVar[str] = "trpo"
+    LR_KEYS: ClassVar[tuple[str, ...]] = ("vf_lr",)
 
-    if algo.variant == "npg":
-        kl, loss = set_and_eval(1.0)
-        return kl, loss, 0
-    for j in range(algo.backtrack_iters):
-        kl, loss = set_and_eval(algo.backtrack_coeff**j)
-        if kl <= algo.delta and loss <= loss_old:
-            return kl, loss, j
-    restore()
-    if comm.proc_id() == 0:
-        print("Line search failed! Keeping old params.", flush=True)
-    return 0.0, loss_old, algo.backtrack_iters
+    variant: str = MISSING
+    delta: float = MISSING
+    damping_coeff: float = MISSING
+    cg_iters: int = MISSING
+    backtrack_iters: int = MISSING
+    backtrack_coeff: float = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(
+            self.variant in ("trpo", "npg"), f"algo.variant={self.variant!r} is unknown; choose trpo or npg"
+        )
+        check(self.delta > 0, f"algo.delta={self.delta} is out of range; use > 0")
+        check_at_least(self, damping_coeff=0, cg_iters=1, backtrack_iters=1)
+        check(
+            0 < self.backtrack_coeff < 1,
+            f"algo.backtrack_coeff={self.backtrack_coeff} is out of range; use 0 < backtrack_coeff < 1",
+        )
+
+    def stats(self) -> tuple[Stat, ...]:
+        backtrack = (("BacktrackIters", False),) if self.variant == "trpo" else ()
+        return (*ON_POLICY_STATS, ("KL", False), *backtrack)
+
+    @staticmethod
+    def learner_class(backend: str) -> type[OnPolicyLearner]:
+        """TRPOLearner of rlexp/algos/trpo/torch.py or tf.py (imported here, on demand)."""
+        if backend == "tf":
+            from rlexp.algos.trpo.tf import TRPOLearner as TFTRPOLearner
+
+            return TFTRPOLearner
+        from rlexp.algos.trpo.torch import TRPOLearner
+
+        return TRPOLearner

@@ -7,16 +7,17 @@ search run on flat numpy vectors.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
 from rlexp import comm
+from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.tf_common import OnPolicyTFLearner
-from rlexp.algos.trpo import EPS, conjugate_gradient, line_search
-from rlexp.config import RLExpConfig
+from rlexp.algos.trpo.natural_gradient import EPS, conjugate_gradient, line_search
+from rlexp.nn.tf import Dist
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 def _flat(tensors: list[tf.Tensor]) -> tf.Tensor:
@@ -26,28 +27,30 @@ def _flat(tensors: list[tf.Tensor]) -> tf.Tensor:
 class TRPOLearner(OnPolicyTFLearner):
     """TRPO / NPG update; see ``conf/algo/trpo.yaml`` for the hyperparameters."""
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
-        self.params = self.ac.pi_params
-        self._dist = self.function(self.ac.dist)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        self.params = self.ac.pi.parameters()
+        self._dist = self.function(self.ac.pi.distribution)
         self._surrogate = self.function(self.surrogate)
         self._grad = self.function(self._grad_graph)
         self._hvp = self.function(self._hvp_graph)
         self._kl = self.function(self.kl)
 
-    def surrogate(self, d: dict[str, tf.Tensor]) -> tf.Tensor:
-        logp = self.ac.logp(self.ac.dist(d["obs"]), d["act"])
-        return -tf.reduce_mean(tf.exp(logp - d["logp"]) * d["adv"])
+    def surrogate(self, batch: Batch) -> tf.Tensor:
+        _, logp = self.ac.pi(batch["obs"], batch["act"])
+        return -tf.reduce_mean(tf.exp(logp - batch["logp"]) * batch["adv"])
 
-    def kl(self, obs: tf.Tensor, old: tuple[tf.Tensor, tf.Tensor | None]) -> tf.Tensor:
-        return tf.reduce_mean(self.ac.kl(old, self.ac.dist(obs)))
+    def kl(self, obs: tf.Tensor, old: Dist) -> tf.Tensor:
+        return tf.reduce_mean(self.ac.pi.kl(old, self.ac.pi.distribution(obs)))
 
-    def _grad_graph(self, d: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+    def _grad_graph(self, batch: Batch) -> tuple[tf.Tensor, tf.Tensor]:
         with tf.GradientTape() as tape:
-            loss = self.surrogate(d)
+            loss = self.surrogate(batch)
         return loss, _flat(tape.gradient(loss, self.params))
 
-    def _hvp_graph(self, obs: tf.Tensor, old: tuple[tf.Tensor, tf.Tensor | None], v: tf.Tensor) -> tf.Tensor:
+    def _hvp_graph(self, obs: tf.Tensor, old: Dist, v: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as outer:
             with tf.GradientTape() as inner:
                 kl = self.kl(obs, old)
@@ -61,11 +64,10 @@ class TRPOLearner(OnPolicyTFLearner):
             p.assign(flat[offset : offset + n].reshape(p.shape))
             offset += n
 
-    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        d = self.tensors(batch)
-        obs, algo = d["obs"], self.algo
+    def update_networks(self, batch: Batch) -> Stats:
+        obs, algo = batch["obs"], self.algo
         old = self._dist(obs)
-        loss_old, g = self._grad(d)
+        loss_old, g = self._grad(batch)
         loss_old, g = comm.mpi_avg(float(loss_old)), np.asarray(comm.mpi_avg(g.numpy()), dtype=np.float32)
 
         def hvp(v: np.ndarray) -> np.ndarray:
@@ -78,17 +80,10 @@ class TRPOLearner(OnPolicyTFLearner):
 
         def set_and_eval(step: float) -> tuple[float, float]:
             self._set_flat(old_params - np.float32(step) * alpha * x)
-            return comm.mpi_avg(float(self._kl(obs, old))), comm.mpi_avg(float(self._surrogate(d)))
+            return comm.mpi_avg(float(self._kl(obs, old))), comm.mpi_avg(float(self._surrogate(batch)))
 
         kl, loss_new, backtrack = line_search(
             set_and_eval, lambda: self._set_flat(old_params), loss_old, algo
         )
-        v_old, v_new = self.update_v(d)
-        stats = {
-            "LossPi": loss_old,
-            "LossV": v_old,
-            "DeltaLossPi": loss_new - loss_old,
-            "DeltaLossV": v_new - v_old,
-            "KL": kl,
-        }
+        stats = on_policy_stats((loss_old, loss_new), self.update_v(batch), KL=kl)
         return stats if algo.variant == "npg" else {**stats, "BacktrackIters": backtrack}

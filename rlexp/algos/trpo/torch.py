@@ -10,17 +10,16 @@ and Fisher-vector products ``Hv`` from the Hessian of the mean KL(pi_old || pi) 
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 import torch
 from gymnasium import spaces
 from torch.distributions import Categorical, Distribution, Normal, kl_divergence
 
 from rlexp import comm
+from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.torch_common import OnPolicyTorchLearner
-from rlexp.algos.trpo import EPS, conjugate_gradient, line_search
-from rlexp.config import RLExpConfig
+from rlexp.algos.trpo.natural_gradient import EPS, conjugate_gradient, line_search
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 def _detached(pi: Distribution) -> Distribution:
@@ -32,8 +31,10 @@ def _detached(pi: Distribution) -> Distribution:
 class TRPOLearner(OnPolicyTorchLearner):
     """TRPO / NPG update; see ``conf/algo/trpo.yaml`` for the hyperparameters."""
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         self.params = list(self.ac.pi.parameters())
 
     def _flat_grad(self, y: torch.Tensor, create_graph: bool = False) -> torch.Tensor:
@@ -49,19 +50,18 @@ class TRPOLearner(OnPolicyTorchLearner):
         kl = kl_divergence(old, self.ac.pi.distribution(obs))
         return (kl if isinstance(old, Categorical) else kl.sum(-1)).mean()
 
-    def _surrogate(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
-        _, logp = self.ac.pi(data["obs"], data["act"])
-        return -(torch.exp(logp - data["logp"]) * data["adv"]).mean()
+    def _surrogate(self, batch: Batch) -> torch.Tensor:
+        _, logp = self.ac.pi(batch["obs"], batch["act"])
+        return -(torch.exp(logp - batch["logp"]) * batch["adv"]).mean()
 
     def _set_flat(self, flat: torch.Tensor) -> None:
         torch.nn.utils.vector_to_parameters(flat, self.params)
 
-    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        data = self.tensors(batch)
-        obs, algo = data["obs"], self.algo
+    def update_networks(self, batch: Batch) -> Stats:
+        obs, algo = batch["obs"], self.algo
         with torch.no_grad():
             old = _detached(self.ac.pi.distribution(obs))
-        loss_old = self._surrogate(data)
+        loss_old = self._surrogate(batch)
         g = self._mpi_avg(self._flat_grad(loss_old))
         loss_old = comm.mpi_avg(loss_old.item())
 
@@ -76,17 +76,10 @@ class TRPOLearner(OnPolicyTorchLearner):
         def set_and_eval(step: float) -> tuple[float, float]:
             self._set_flat(old_params - step * alpha * x)
             with torch.no_grad():
-                return comm.mpi_avg(self._kl(obs, old).item()), comm.mpi_avg(self._surrogate(data).item())
+                return comm.mpi_avg(self._kl(obs, old).item()), comm.mpi_avg(self._surrogate(batch).item())
 
         kl, loss_new, backtrack = line_search(
             set_and_eval, lambda: self._set_flat(old_params), loss_old, algo
         )
-        v_old, v_new = self.update_v(data)
-        stats = {
-            "LossPi": loss_old,
-            "LossV": v_old,
-            "DeltaLossPi": loss_new - loss_old,
-            "DeltaLossV": v_new - v_old,
-            "KL": kl,
-        }
+        stats = on_policy_stats((loss_old, loss_new), self.update_v(batch), KL=kl)
         return stats if algo.variant == "npg" else {**stats, "BacktrackIters": backtrack}

@@ -7,50 +7,61 @@ from the loss before the step, so it always logged 0).
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 import torch
 from gymnasium import spaces
 
+from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.torch_common import OnPolicyTorchLearner, adam
 from rlexp.comm.torch import avg_grads
-from rlexp.config import RLExpConfig
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 
 
 class VPGLearner(OnPolicyTorchLearner):
-    """VPG update; see ``conf/algo/vpg.yaml`` for the hyperparameters."""
+    """VPG update; see ``conf/algo/vpg.yaml`` for the hyperparameters. PPO extends it."""
 
-    def __init__(self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seed: int) -> None:
-        super().__init__(obs_space, act_space, cfg, seed)
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
         self.pi_optimizer = adam(self.ac.pi.parameters(), self.algo.pi_lr)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "pi": self.pi_optimizer}
 
-    def loss_pi(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Policy-gradient loss and its diagnostics: approx KL to the data's policy, entropy."""
-        pi, logp = self.ac.pi(data["obs"], data["act"])
-        loss = -(logp * data["adv"]).mean()
+    def loss_pi(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Policy-gradient loss and its diagnostics: approx KL to the batch's policy, entropy."""
+        pi, logp = self.ac.pi(batch["obs"], batch["act"])
+        loss = -(logp * batch["adv"]).mean()
         with torch.no_grad():
-            info = {"kl": (data["logp"] - logp).mean().item(), "ent": pi.entropy().mean().item()}
+            info = {"kl": (batch["logp"] - logp).mean().item(), "ent": pi.entropy().mean().item()}
         return loss, info
 
-    def update_networks(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        data = self.tensors(batch)
+    def update_networks(self, batch: Batch) -> Stats:
         self.pi_optimizer.zero_grad()
-        loss_old, info_old = self.loss_pi(data)
+        loss_old, info_old = self.loss_pi(batch)
         loss_old.backward()
         avg_grads(self.ac.pi.parameters())
         self.pi_optimizer.step()
+        return self.epoch_stats(batch, loss_old, info_old)
+
+    def epoch_stats(
+        self, batch: Batch, loss_old: torch.Tensor, info_old: dict[str, float], **more: float
+    ) -> Stats:
+        """The statistics of an epoch whose policy steps are taken, after its value update (run here).
+
+        ``loss_old`` and ``info_old``: :meth:`loss_pi` before the steps. Logged: the policy loss before
+        and its change, the entropy before, the KL (and PPO's clip fraction) of the policy reached;
+        ``more``: further statistics.
+        """
         with torch.no_grad():
-            loss_new, info_new = self.loss_pi(data)
-        v_old, v_new = self.update_v(data)
-        return {
-            "LossPi": loss_old.item(),
-            "LossV": v_old,
-            "DeltaLossPi": loss_new.item() - loss_old.item(),
-            "DeltaLossV": v_new - v_old,
-            "Entropy": info_old["ent"],
-            "KL": info_new["kl"],
-        }
+            loss_new, info_new = self.loss_pi(batch)
+        if "cf" in info_new:
+            more = {"ClipFrac": info_new["cf"], **more}
+        return on_policy_stats(
+            (loss_old.item(), loss_new.item()),
+            self.update_v(batch),
+            Entropy=info_old["ent"],
+            KL=info_new["kl"],
+            **more,
+        )

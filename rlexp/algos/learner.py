@@ -1,0 +1,223 @@
+"""The learner interface: what the loops, checkpoints and test_policy may call, and what of it does
+not depend on the backend (written once here, not once per backend).
+
+A learner holds an algorithm's networks, optimizers and random generators, and its math:
+``update(batch)`` takes one numpy batch (an epoch of on-policy data, or an off-policy minibatch) and
+returns the statistics to log. Its backend base (:mod:`rlexp.algos.torch_common`,
+:mod:`rlexp.algos.tf_common`) supplies the library-specific parts: building tensors, the state of
+networks and optimizers, the checkpoint file format. Each algorithm then writes its update once per
+backend (``rlexp/algos/<name>/torch.py`` and ``tf.py``), with the same shape on both sides.
+
+Class layout, for a backend B: ``Learner`` <- ``BLearner`` (B's base) and ``OnPolicyLearner`` /
+``OffPolicyLearner`` (this module) <- ``OnPolicyBLearner`` / ``OffPolicyBLearner`` <- the algorithm.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+
+from rlexp.checkpoint import check_meta, checkpoint_meta
+from rlexp.errors import RLExpError
+from rlexp.nn.acting import ActorCriticActing
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
+
+Batch = dict[str, Any]  # named arrays of one update (numpy in, tensors inside the learner)
+Stats = dict[str, Any]  # statistic name -> a number or an array of values
+
+
+class Learner(ABC):
+    """Base of every learner.
+
+    :param obs_space: flattened observation space (Box).
+    :param act_space: the env's action space.
+    :param cfg: the whole experiment config (algo, network and backend keys are used).
+    :param seeds: this rank's random streams: ``init`` builds the networks (which are then copied
+        from rank 0, so that all ranks start equal), ``acting`` draws actions or exploration noise
+        (:attr:`rng`), ``learner`` the randomness inside updates.
+    """
+
+    #: file suffix of this backend's checkpoints
+    CHECKPOINT_SUFFIX: ClassVar[str]
+    #: the key of the library's random generator state in :meth:`state_dict`
+    RNG_KEY: ClassVar[str]
+    #: what the library raises for a state that does not fit the networks
+    LOAD_ERRORS: ClassVar[tuple[type[Exception], ...]]
+
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        self.cfg, self.algo = cfg, cfg.algo
+        self.obs_dim = int(np.prod(obs_space.shape))
+        self.rng = seeds.generator("acting")
+
+    # --- what the loops and test_policy call ---------------------------------------------------
+    @abstractmethod
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """An action for one observation, as the policy outputs it (the loop maps it to the env)."""
+
+    @abstractmethod
+    def update(self, batch: Batch) -> Stats:
+        """One update on ``batch`` (numpy arrays); returns the statistics to log."""
+
+    def refresh(self) -> None:  # noqa: B027 (a hook: most learners have a copy to re-take, some none)
+        """Re-take the numpy copy of the weights that acting uses, after the parameters changed
+        (see :mod:`rlexp.nn.acting`); learners that act with the library itself have none."""
+
+    # --- what each backend supplies -----------------------------------------------------------------
+    @abstractmethod
+    def tensors(self, batch: Batch) -> Batch:
+        """``batch``'s numpy arrays as the library's tensors."""
+
+    @abstractmethod
+    def library_state(self) -> dict[str, Any]:
+        """Networks (``modules``), optimizer states (``optimizers``) and the library's generator (:attr:`RNG_KEY`)."""
+
+    @abstractmethod
+    def load_library_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`library_state` returned."""
+
+    @abstractmethod
+    def write_file(self, path: str | os.PathLike, state: dict[str, Any]) -> None:
+        """Write a checkpoint atomically, in this backend's format."""
+
+    @abstractmethod
+    def read_file(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Read a checkpoint written by :meth:`write_file`, without unpickling code (errors are RLExpError)."""
+
+    # --- checkpoints, the same on every backend ---------------------------------------------------
+    def extra_state(self) -> dict[str, Any]:
+        """State beside the library's: the numpy acting generator, and whatever subclasses add."""
+        return {"np_rng": self.rng.bit_generator.state}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["np_rng"]
+
+    def state_dict(self) -> dict[str, Any]:
+        """All of the learner's state: networks (targets included), optimizers, generators, counters."""
+        return {**self.library_state(), "extra": self.extra_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.load_library_state(state)
+        self.load_extra_state(state["extra"])
+        self.refresh()
+
+    def save(self, path: str | os.PathLike, loop_state: dict[str, Any]) -> None:
+        """Write this learner's state plus the loop's state (counters, RNGs, buffers) to ``path``."""
+        self.write_file(
+            path, {"format": 1, **checkpoint_meta(self.cfg), "learner": self.state_dict(), "loop": loop_state}
+        )
+
+    def load(self, path: str | os.PathLike) -> dict[str, Any]:
+        """Restore from ``path``; return the loop's state. A checkpoint of another run, or one that
+        does not fit this learner, is an RLExpError."""
+        ckpt = self.read_file(path)
+        check_meta(ckpt, self.cfg, path)
+        try:
+            self.load_state_dict(ckpt["learner"])
+        except (KeyError, ValueError, TypeError, *self.LOAD_ERRORS) as exc:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RLExpError(f"checkpoint {path} does not fit this run's learner ({msg})") from None
+        return ckpt["loop"]
+
+
+class OnPolicyLearner(Learner):
+    """VPG, TRPO and PPO: an actor-critic that acts in numpy on a copy of its weights.
+
+    Acting (one observation per env step) runs in :class:`rlexp.nn.acting.ActorCriticActing`, which
+    the backend base builds as :attr:`acting`; the copy is re-taken after every update and load.
+    """
+
+    acting: ActorCriticActing
+
+    def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
+        return self.acting.step(obs)
+
+    def value(self, obs: np.ndarray) -> float:
+        """V(obs) for one observation (the bootstrap value of a cut path)."""
+        return self.acting.value(obs)
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """A sample, or with ``deterministic`` the mean (Box) / the most likely action (Discrete)."""
+        return self.acting.act(obs, deterministic)
+
+    def refresh(self) -> None:
+        self.acting.refresh()
+
+    def update(self, batch: Batch) -> Stats:
+        stats = self.update_networks(self.tensors(batch))
+        self.refresh()
+        return stats
+
+    @abstractmethod
+    def update_networks(self, batch: Batch) -> Stats:
+        """The algorithm's update of an epoch's ``batch`` (tensors); returns its statistics as numbers."""
+
+
+def on_policy_stats(loss_pi: tuple[float, float], loss_v: tuple[float, float], **more: float) -> Stats:
+    """Spinning Up's on-policy statistics from (loss before, loss after) of the policy and of V."""
+    return {
+        "LossPi": loss_pi[0],
+        "LossV": loss_v[0],
+        "DeltaLossPi": loss_pi[1] - loss_pi[0],
+        "DeltaLossV": loss_v[1] - loss_v[0],
+        **more,
+    }
+
+
+class OffPolicyLearner(Learner):
+    """DDPG, TD3 and SAC: actions in [-1, 1]^n (the loop maps them to the env's bounds), a counter of
+    gradient steps, and the policy's delay.
+
+    Each gradient step updates the critics; every ``policy_delay``-th one (TD3; 1 otherwise) also the
+    policy and the target networks. :meth:`update_networks` gets that decision as ``policy_step``.
+    """
+
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        self.act_dim = int(np.prod(act_space.shape))
+        self.n_updates = 0
+        self.policy_delay = 1
+
+    @abstractmethod
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """The policy's action in [-1, 1]: its mean, or (SAC, not deterministic) a sample."""
+
+    @abstractmethod
+    def explore(self, obs: np.ndarray) -> np.ndarray:
+        """The action to take while training: the policy's, with exploration noise."""
+
+    def update(self, batch: Batch) -> Stats:
+        policy_step = self.n_updates % self.policy_delay == 0
+        stats = self.compute_update(self.tensors(batch), policy_step)
+        self.n_updates += 1
+        self.refresh()
+        return self.to_numpy(stats)
+
+    def compute_update(self, batch: Batch, policy_step: bool) -> Stats:
+        """Run :meth:`update_networks` (TensorFlow: its compiled graph)."""
+        return self.update_networks(batch, policy_step)
+
+    @abstractmethod
+    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
+        """One gradient step of the critics and, with ``policy_step``, of the policy and the targets;
+        returns the statistics as tensors."""
+
+    @abstractmethod
+    def to_numpy(self, stats: Stats) -> Stats:
+        """Statistics as Python floats (scalars) and numpy arrays."""
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"n_updates": self.n_updates, **super().extra_state()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        self.n_updates = int(state["n_updates"])

@@ -1,0 +1,211 @@
+"""Schema dataclasses: the types of every config key, registered in Hydra's ConfigStore.
+
+The values (defaults included) live only in the YAML files under ``conf/``; every field here is
+``MISSING`` so a key that a preset forgets is reported instead of silently defaulted. Ranges that a
+type cannot express are checked by each class's ``validate``. This module holds the groups every run
+has (env, network, backend, comm, logger) and :class:`AlgoConfig`, the base of the algorithms' own
+schemas, which live with each algorithm (``rlexp/algos/<name>/__init__.py``). :mod:`rlexp.config`
+turns a composed or saved config into these dataclasses.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from omegaconf import MISSING
+
+from rlexp.errors import check
+from rlexp.nn import ACTIVATIONS
+
+# A statistic a learner logs each epoch: (key, with_min_and_max). False = its average only.
+Stat = tuple[str, bool]
+
+
+@dataclass
+class EnvConfig:
+    """Which gymnasium environment to train on (``conf/env/``)."""
+
+    id: str = MISSING
+    max_ep_len: int | None = MISSING
+    kwargs: dict[str, Any] = MISSING
+
+    def validate(self) -> None:
+        check(
+            self.max_ep_len is None or self.max_ep_len >= 1,
+            f"env.max_ep_len={self.max_ep_len} is out of range; use an integer >= 1 or null",
+        )
+
+
+@dataclass
+class NetworkConfig:
+    """The MLP used for every network of the algorithm (``conf/network/``)."""
+
+    hidden_sizes: list[int] = MISSING
+    activation: str = MISSING
+
+    def validate(self) -> None:
+        check(
+            all(h >= 1 for h in self.hidden_sizes),
+            f"network.hidden_sizes={list(self.hidden_sizes)} is out of range; every layer needs >= 1 unit",
+        )
+        check(
+            self.activation in ACTIVATIONS,
+            f"network.activation={self.activation!r} is unknown; choose one of: {', '.join(ACTIVATIONS)}",
+        )
+
+
+@dataclass
+class BackendConfig:
+    """Deep-learning library and its resources (``conf/backend/``); one subclass per library."""
+
+    name: str = MISSING
+    device: str = MISSING
+    threads: int | None = MISSING
+
+    def threads_per_rank(self, procs: int) -> int:
+        """``threads`` if set, else max(1, cores // procs) with cores = the CPUs this process may use."""
+        if self.threads is not None:
+            return self.threads
+        return max(1, len(os.sched_getaffinity(0)) // procs)
+
+    def validate(self) -> None:
+        check(
+            self.threads is None or self.threads >= 1,
+            f"backend.threads={self.threads} is out of range; use an integer >= 1 or null",
+        )
+        dev = self.device
+        check(
+            dev in ("cpu", "cuda", "auto") or (dev.startswith("cuda:") and dev[5:].isdigit()),
+            f"backend.device={dev!r} is unknown; use cpu, cuda, cuda:N or auto",
+        )
+
+
+@dataclass
+class TorchBackendConfig(BackendConfig):
+    """PyTorch (``conf/backend/torch.yaml``)."""
+
+
+@dataclass
+class TFBackendConfig(BackendConfig):
+    """TensorFlow 2 (``conf/backend/tf.yaml``): update steps compiled by tf.function, optionally by XLA."""
+
+    jit_compile: bool = MISSING
+    quiet: bool = MISSING
+
+
+# backend.name -> its schema
+BACKEND_SCHEMAS: dict[str, type[BackendConfig]] = {"torch": TorchBackendConfig, "tf": TFBackendConfig}
+
+
+@dataclass
+class CommConfig:
+    """MPI data parallelism (``conf/comm/``)."""
+
+    procs: int = MISSING
+    mpiexec: str | None = MISSING
+    oversubscribe: bool = MISSING
+    extra_args: list[str] = MISSING
+
+    def validate(self) -> None:
+        check(self.procs >= 1, f"comm.procs={self.procs} is out of range; use an integer >= 1")
+
+
+@dataclass
+class AlgoConfig:
+    """Keys shared by every algorithm (``conf/algo/``), and what an algorithm declares about itself.
+
+    Each algorithm's subclass, in ``rlexp/algos/<name>/__init__.py``, is both the schema of its YAML
+    preset and its entry in the registry :data:`rlexp.algos.ALGOS` (as a BenchMARL config class is):
+    its family base (:class:`rlexp.algos.on_policy.OnPolicyConfig` or
+    :class:`rlexp.algos.off_policy.OffPolicyConfig`) gives the training loop and the action spaces,
+    and the subclass names its statistics and its learner per backend.
+
+    ``lr``, when set, replaces every learning rate named in ``LR_KEYS`` (see :func:`rlexp.config.apply_lr`).
+    """
+
+    NAME: ClassVar[str] = ""  # the id of algo=NAME and of the preset's ``name`` key
+    LR_KEYS: ClassVar[tuple[str, ...]] = ()  # the learning rates that ``lr`` sets
+    ACTION_SPACES: ClassVar[tuple[type, ...]] = ()  # the gymnasium action space classes it supports
+    BOUNDED_ACTIONS: ClassVar[bool] = False  # whether a Box action space must have finite bounds
+    BACKENDS: ClassVar[tuple[str, ...]] = ("torch", "tf")  # the backends it has a learner for
+
+    name: str = MISSING
+    epochs: int = MISSING
+    steps_per_epoch: int = MISSING
+    gamma: float = MISSING
+    lr: float | None = MISSING
+    save_freq: int = MISSING
+
+    def validate(self, procs: int) -> None:
+        n = self.name
+        check(self.epochs >= 1, f"algo.epochs={self.epochs} is out of range; use an integer >= 1")
+        check(
+            self.steps_per_epoch >= procs,
+            f"algo.steps_per_epoch={self.steps_per_epoch} is smaller than comm.procs={procs}; "
+            "every rank needs at least one step per epoch",
+        )
+        check(0.0 < self.gamma <= 1.0, f"algo.gamma={self.gamma} is out of range for {n}; use 0 < gamma <= 1")
+        check(self.save_freq >= 1, f"algo.save_freq={self.save_freq} is out of range; use an integer >= 1")
+        for key in ("lr", *self.LR_KEYS):  # lr first: apply_lr has copied it into the others
+            value = getattr(self, key)
+            if value is not None:
+                check(
+                    math.isfinite(value) and value > 0,
+                    f"algo.{key}={value} is out of range for {n}; a learning rate must be > 0",
+                )
+
+    def stats(self) -> tuple[Stat, ...]:
+        """The learner's statistics logged after TotalEnvInteracts, in Spinning Up's order."""
+        raise NotImplementedError
+
+    @staticmethod
+    def learner_class(backend: str) -> type:
+        """The learner class of ``backend`` (a subclass of :class:`rlexp.algos.learner.Learner`); its
+        module is imported only here, so running one backend never imports the other's library."""
+        raise NotImplementedError
+
+    @staticmethod
+    def loop() -> Callable[..., None]:
+        """The ``train`` function of the algorithm's family loop."""
+        raise NotImplementedError
+
+    @staticmethod
+    def env_action(act_space: Any) -> Callable[[Any], Any]:
+        """Maps the policy's output to what ``env.step`` takes."""
+        raise NotImplementedError
+
+
+@dataclass
+class LoggerConfig:
+    """What a run records besides progress.txt, config.yaml and checkpoints (``logger:`` in config.yaml)."""
+
+    tensorboard: bool = MISSING
+
+
+@dataclass
+class RLExpConfig:
+    """The whole experiment: one option of each group plus the top-level keys."""
+
+    algo: Any = MISSING
+    env: EnvConfig = MISSING
+    network: NetworkConfig = MISSING
+    backend: Any = MISSING
+    comm: CommConfig = MISSING
+    logger: LoggerConfig = MISSING
+    seed: int = MISSING
+    exp_name: str = MISSING
+    resume: str | None = MISSING
+
+    def validate(self) -> None:
+        check(self.seed >= 0, f"seed={self.seed} is out of range; use an integer >= 0")
+        check(
+            not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
+            "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
+        )
+        self.algo.validate(self.comm.procs)
+        for part in (self.env, self.network, self.backend, self.comm):
+            part.validate()

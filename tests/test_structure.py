@@ -1,0 +1,144 @@
+"""The shape of the code: no import cycles, the algorithm registry, one list of activations, and
+independent random streams."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rlexp.algos import ALGOS
+from rlexp.algos.learner import Learner, OffPolicyLearner, OnPolicyLearner
+from rlexp.algos.off_policy import OffPolicyConfig
+from rlexp.algos.on_policy import OnPolicyConfig
+from rlexp.nn import ACTIVATIONS
+from rlexp.seeding import STREAMS, RankSeeds
+
+from .conftest import ROOT
+
+PACKAGE = ROOT / "rlexp"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the rlexp modules it imports anywhere in its file (deferred imports included)."""
+    files = [p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
+    known = {module_name(p) for p in files}
+    graph: dict[str, set[str]] = {}
+    for path in files:
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for target in names:
+                while target and target not in known:  # `from pkg import name`: the module pkg
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of two or more modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_inside_rlexp():
+    graph = import_graph()
+    assert len(graph) > 40 and "rlexp.algos.ppo.torch" in graph["rlexp.algos.ppo"]  # deferred imports count
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_every_algo_preset_has_its_registry_entry_and_learners():
+    presets = {yaml.safe_load(p.read_text())["name"]: p.stem for p in (ROOT / "conf" / "algo").glob("*.yaml")}
+    assert sorted(presets) == sorted(ALGOS) == ["ddpg", "ppo", "sac", "td3", "trpo", "vpg"]
+    for name, config in ALGOS.items():
+        assert config.NAME == name == presets[name]
+        family = OnPolicyLearner if issubclass(config, OnPolicyConfig) else OffPolicyLearner
+        assert issubclass(config, (OnPolicyConfig, OffPolicyConfig))
+        for backend in config.BACKENDS:
+            learner = config.learner_class(backend)
+            assert issubclass(learner, family) and issubclass(learner, Learner), (name, backend)
+            assert learner.__module__ == f"rlexp.algos.{name}.{backend}"
+
+
+def test_one_list_of_activations_implemented_alike_by_every_backend():
+    import tensorflow as tf
+    import torch
+
+    from rlexp.nn import acting
+    from rlexp.nn import tf as nn_tf
+    from rlexp.nn import torch as nn_torch
+
+    assert set(acting.ACTIVATIONS) == set(nn_torch.ACTIVATIONS) == set(nn_tf.ACTIVATIONS) == set(ACTIVATIONS)
+    x = np.linspace(-3, 3, 13)
+    for name in ACTIVATIONS:
+        ref = acting.ACTIVATIONS[name](x)
+        got_torch = nn_torch.ACTIVATIONS[name]()(torch.as_tensor(x)).numpy()
+        got_tf = nn_tf.ACTIVATIONS[name](tf.constant(x)).numpy()
+        np.testing.assert_allclose(got_torch, ref, rtol=1e-6, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(got_tf, ref, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_random_streams_are_distinct_per_purpose_and_rank_and_reproducible():
+    seeds = [RankSeeds(7, rank).as_dict() for rank in range(3)]
+    values = [v for s in seeds for v in s.values()]
+    assert list(seeds[0]) == list(STREAMS) and len(set(values)) == len(values)
+    assert RankSeeds(7, 1).as_dict() == seeds[1]
+    assert all(0 <= v < 2**63 for v in values)
+    acting, replay = RankSeeds(7).generator("acting"), RankSeeds(7).generator("replay")
+    assert acting.integers(0, 1000, 10).tolist() != replay.integers(0, 1000, 10).tolist()
+
+
+@pytest.mark.parametrize("seed", [0, 2**64 + 5])
+def test_any_non_negative_seed_gives_seeds_every_library_takes(seed):
+    assert all(0 <= v < 2**63 for v in RankSeeds(seed, 3).as_dict().values())
