@@ -5,8 +5,15 @@ once per combination with --multirun). Errors a user can cause are reported as o
 (``rlexp: error: ...``) with exit status 2; set HYDRA_FULL_ERROR=1 to see the full stack trace.
 """
 
+# ruff: noqa: E402 (the stop handler is installed before Hydra and the libraries are imported)
 from __future__ import annotations
 
+from rlexp.stopping import StopRequest
+
+# First of all, as a program: a stop signal from now on is a clean stop (Hydra alone takes ~1 s to load).
+_EARLY_STOP = StopRequest().__enter__() if __name__ == "__main__" else None
+
+import contextlib
 import dataclasses
 import os
 import sys
@@ -22,7 +29,7 @@ from hydra.errors import (
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from rlexp.config import explain_error, register_configs, register_resolvers
-from rlexp.errors import RLExpError
+from rlexp.errors import RLExpError, user_error
 from rlexp.launch import launch
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -46,6 +53,8 @@ def user_message(exc: BaseException) -> str | None:
     """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, RLExpError):
         return str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:  # Hydra making hydra.run.dir, say
+        return user_error(exc)
     if type(exc).__module__.startswith("submitit") and isinstance(exc, RuntimeError):
         # A job of a SLURM sweep failed; submitit's message holds the job's stderr tail.
         lines = str(exc).splitlines()
@@ -74,10 +83,17 @@ def user_message(exc: BaseException) -> str | None:
 
 def main() -> None:
     """Run Hydra; turn user errors into one line on stderr and a non-zero exit status."""
+    # Nothing more is imported from the current directory (python -m put it first on the path): it may
+    # be a downloaded run directory with .py files in it. A new run's `module:EnvId` env id still
+    # imports its module from there (rlexp.envs), a resumed run's only with allow_env_import=true.
+    sys.path[:] = [
+        entry for entry in sys.path if entry not in ("", ".") and os.path.abspath(entry) != os.getcwd()
+    ]
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises instead of printing its own report
     try:
-        _hydra_main()
+        with contextlib.nullcontext() if _EARLY_STOP is not None else StopRequest():
+            _hydra_main()
     except KeyboardInterrupt:
         print("rlexp: interrupted", file=sys.stderr)
         sys.exit(130)

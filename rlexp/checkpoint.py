@@ -11,6 +11,10 @@ With MPI, rank r > 0 writes its own state (its RNGs, env episode, replay buffer)
 ``epoch_<N>.rank<r>.pt``; rank 0 writes ``epoch_<N>.pt`` last, so a checkpoint is complete exactly
 when that file exists. Each checkpoint records the algorithm, backend, env and network that wrote
 it, and loading it into a different run is refused with one line.
+
+Both formats are zip archives with a CRC-32 per member. torch's reader does not check them, so every
+checkpoint is verified before it is loaded (:func:`verify_checkpoint`): a file with flipped bytes or
+cut short is refused in one line, never loaded as wrong weights.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import io
 import json
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +109,8 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
     Checks that the file is readable: a truncated or corrupt checkpoint is an RLExpError.
     """
     path = Path(path)
+    if not path.is_file():
+        raise RLExpError(f"checkpoint {path} does not exist")
     if path.suffix == ".npz":
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -114,8 +121,26 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
         except Exception as exc:
             raise RLExpError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
         return {k: v for k, v in meta.items() if k not in ("learner", "loop")}
+    verify_checkpoint(path)
     ckpt = load_torch(path, map_location="cpu", mmap=True)
     return {k: v for k, v in ckpt.items() if k not in ("learner", "loop")}
+
+
+def verify_checkpoint(path: str | os.PathLike) -> None:
+    """Raise RLExpError unless the checkpoint at ``path`` is whole: a readable zip archive whose
+    every member matches its CRC-32 (reads the whole file once)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RLExpError(f"checkpoint {path} does not exist")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+        raise RLExpError(f"checkpoint {path} cannot be read: it is truncated or damaged ({exc})") from None
+    if bad is not None:
+        raise RLExpError(
+            f"checkpoint {path} cannot be read: it is damaged (its part {bad!r} fails the CRC check)"
+        )
 
 
 def _array_keys(obj: Any) -> list[str]:
@@ -159,14 +184,18 @@ def load_torch(path: str | os.PathLike, map_location: Any = "cpu", mmap: bool = 
     import torch
 
     path = Path(path)
-    if not path.is_file():
+    if not mmap:
+        verify_checkpoint(path)
+    elif not path.is_file():
         raise RLExpError(f"checkpoint {path} does not exist")
     try:
         return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as exc:  # truncated zip, wrong format, disallowed global ...
-        raise RLExpError(
-            f"checkpoint {path} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]})"
-        ) from None
+        if "weights_only" in str(exc) or "Weights only" in str(exc):
+            why = "it holds objects other than tensors and plain data, and rlexp never unpickles code"
+        else:
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        raise RLExpError(f"checkpoint {path} cannot be read ({why})") from None
 
 
 def _split(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
@@ -205,9 +234,7 @@ def save_npz(path: str | os.PathLike, state: dict[str, Any]) -> None:
 
 def load_npz(path: str | os.PathLike) -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_npz` (``allow_pickle=False``). Errors are RLExpError."""
-    path = Path(path)
-    if not path.is_file():
-        raise RLExpError(f"checkpoint {path} does not exist")
+    verify_checkpoint(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}

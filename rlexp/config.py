@@ -131,9 +131,26 @@ def to_container(cfg: RLExpConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-def load_run_config(run_dir: str | Path) -> RLExpConfig:
-    """The config of the run in ``run_dir`` (its :data:`CONFIG_FILE`), checked as :func:`load_config` does."""
+def read_run_config(run_dir: str | Path) -> DictConfig:
+    """The run's :data:`CONFIG_FILE`, parsed only (nothing in it is imported or resolved yet)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         raise RLExpError(f"{path} does not exist; is {run_dir} an rlexp run directory?")
-    return load_config(OmegaConf.load(path))
+    try:
+        raw = OmegaConf.load(path)
+    except Exception as exc:  # YAML syntax: the file was edited or damaged
+        raise RLExpError(f"{path} cannot be read: {str(exc).splitlines()[0]}") from None
+    if not isinstance(raw, DictConfig):
+        raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
+    if "allow_env_import" not in raw:  # a run from before the key; it is a command's choice, not the run's
+        raw.allow_env_import = False
+    return raw
+
+
+def load_run_config(run_dir: str | Path) -> RLExpConfig:
+    """The config of the run in ``run_dir`` (its :data:`CONFIG_FILE`), checked as :func:`load_config`
+    does; a bad value is reported with the file's path."""
+    try:
+        return load_config(read_run_config(run_dir))
+    except ConfigError as exc:
+        raise ConfigError(f"{Path(run_dir) / CONFIG_FILE}: {exc}") from None

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.machinery
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -34,14 +37,50 @@ def _route_mujoco_warnings() -> None:
     mujoco.set_mju_user_warning(warn)
 
 
-def _registered_id(env_id: str) -> str:
-    """The registry id, after importing the module of a ``module:EnvId`` id. Raises RLExpError."""
+def _is_local(entry: str) -> bool:
+    """Whether a sys.path entry is the current directory (``python -m`` and ``python -c`` put it first)."""
+    return entry in ("", ".") or os.path.abspath(entry) == os.getcwd()
+
+
+def _import_env_module(module: str, env_id: str, allow_local: bool) -> None:
+    """Import the module of a ``module:EnvId`` id; from the current directory only if ``allow_local``."""
+    saved = list(sys.path)
+    if allow_local:
+        sys.path.insert(0, os.getcwd())
+    else:
+        sys.path[:] = [entry for entry in sys.path if not _is_local(entry)]
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        if not allow_local and importlib.machinery.PathFinder.find_spec(module.split(".")[0], [os.getcwd()]):
+            raise RLExpError(
+                f"env.id={env_id!r}: module {module!r} is not installed, only in the current directory, and a "
+                "loaded run imports no code from there (its code would run); if you trust it, pass "
+                "allow_env_import=true (python -m rlexp resume=...) or --allow-env-import (test_policy)"
+            ) from None
+        raise RLExpError(f"env.id={env_id!r}: cannot import module {module!r} ({exc})") from None
+    except Exception as exc:  # the module itself failed: the user's code, named in one line
+        raise RLExpError(
+            f"env.id={env_id!r}: importing module {module!r} failed ({type(exc).__name__}: {exc})"
+        ) from None
+    finally:
+        sys.path[:] = saved
+
+
+def _registered_id(env_id: str, allow_local: bool = True) -> str:
+    """The registry id, after importing the module of a ``module:EnvId`` id. Raises RLExpError.
+
+    ``allow_local``: the module may come from the current directory (False when loading a run that
+    this command did not start: its config names the module, see ``allow_env_import``).
+    """
     if ":" in env_id:
-        module, env_id = env_id.split(":", 1)
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise RLExpError(f"env.id: cannot import module {module!r} ({exc})") from None
+        module, name = env_id.split(":", 1)
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            raise RLExpError(
+                f"env.id={env_id!r}: {module!r} is not a module name; use module:EnvId, e.g. my_envs:MyEnv-v0"
+            )
+        _import_env_module(module, env_id, allow_local)
+        env_id = name
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.6)
         hint = (
@@ -52,15 +91,20 @@ def _registered_id(env_id: str) -> str:
 
 
 def make_env(
-    cfg: EnvConfig, seed: int | None = None, action_space_seed: int | None = None, **make_kwargs: Any
+    cfg: EnvConfig,
+    seed: int | None = None,
+    action_space_seed: int | None = None,
+    allow_env_import: bool = True,
+    **make_kwargs: Any,
 ) -> gym.Env:
     """A gymnasium env with flat float observations, reset with ``seed`` and its action space seeded
     with ``action_space_seed`` (two streams of :class:`rlexp.seeding.RankSeeds`).
 
     Observations that are Box of any shape or Discrete are flattened to one float vector (Discrete
     becomes one-hot). ``cfg.max_ep_len`` replaces the env's own time limit when set.
+    ``allow_env_import``: see :func:`_registered_id`.
     """
-    env_id = _registered_id(cfg.id)
+    env_id = _registered_id(cfg.id, allow_env_import)
     if "mujoco" in str(gym.spec(env_id).entry_point):
         _route_mujoco_warnings()
     kwargs = {**dict(cfg.kwargs), **make_kwargs}

@@ -18,9 +18,18 @@ class ConfigError(RLExpError):
 
 
 class WorkerError(RLExpError):
-    """The MPI workers of a run exited with a failure status (their own output says why)."""
+    """The MPI workers of a run exited with a failure status (their own output says why); the
+    launcher exits with that status."""
 
     exit_code = 1
+
+
+def user_error(exc: BaseException) -> str | None:
+    """One line for an error of the machine or the files rather than of rlexp: an OSError that names
+    a file (disk full, read-only file system, no permission, an immutable file). None otherwise."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot write or read {exc.filename}: {exc.strerror or exc}"
+    return None
 
 
 def report(exc: RLExpError, context: str = "") -> None:

@@ -39,12 +39,18 @@ def atomic_output(path: str | os.PathLike, *, exclusive: bool = False) -> Iterat
     """For files written by another program or library (a video encoder): yield a temporary path in
     ``path``'s directory; when the block ends without an error, move it to ``path`` in one step.
 
-    On an error the temporary file is removed and ``path`` is untouched. ``exclusive`` as in
+    On an error the temporary file is removed and ``path`` is untouched; an OSError (full disk,
+    read-only file system, ...) becomes an RLExpError naming ``path``. ``exclusive`` as in
     :func:`atomic_write_bytes`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    except FileExistsError:
+        raise RLExpError(f"cannot write {path}: a part of that path is a file, not a directory") from None
+    except OSError as exc:
+        raise RLExpError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
     tmp = Path(name)
     try:
@@ -57,6 +63,8 @@ def atomic_output(path: str | os.PathLike, *, exclusive: bool = False) -> Iterat
                 raise RLExpError(f"{path} already exists; refusing to overwrite it") from None
         else:
             os.replace(tmp, path)
+    except OSError as exc:  # full disk, read-only file system, no permission, an immutable file ...
+        raise RLExpError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         if tmp.exists():
             tmp.unlink()

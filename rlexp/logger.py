@@ -21,6 +21,7 @@ from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
 from rlexp.tblog import TensorBoardWriter
 
+PROGRESS_FILE = "progress.txt"
 _COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
 
 
@@ -58,6 +59,41 @@ def save_config(
     atomic_write_text(Path(output_dir) / "config.json", text + "\n", exclusive=exclusive)
 
 
+def check_progress(path: Path, rows: int) -> list[str]:
+    """The lines of the progress.txt at ``path`` that a run resumed after ``rows`` epochs keeps (its
+    header and first ``rows`` rows), checked to be a whole table; raise RLExpError otherwise.
+
+    Lines after those (the epochs after the checkpoint, or a last line cut off by a crash or a full
+    disk) are dropped by the resumed run, which logs those epochs again.
+    """
+    if not path.is_file():
+        if rows == 0:
+            return []
+        raise RLExpError(
+            f"{path} is missing; the run's checkpoint is after epoch {rows}, so its log had {rows} rows"
+        )
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RLExpError(f"{path} cannot be read ({exc}); it is damaged") from None
+    if not lines:
+        if rows == 0:
+            return []
+        raise RLExpError(f"{path} is empty; the run's checkpoint is after epoch {rows}")
+    kept = lines[: rows + 1]
+    if len(kept) < rows + 1:
+        raise RLExpError(f"{path} has {len(lines) - 1} rows, fewer than the {rows} epochs of its checkpoint")
+    width = len(kept[0].rstrip("\n").split("\t"))
+    for number, line in enumerate(kept, 1):
+        fields = len(line.rstrip("\n").split("\t"))
+        if not line.endswith("\n") or fields != width:
+            raise RLExpError(
+                f"{path} line {number} is cut off or damaged ({fields} fields under a {width}-field header); "
+                f"the run's checkpoint needs its first {rows} rows whole"
+            )
+    return kept
+
+
 def _fmt(val: Any) -> str:
     if isinstance(val, (float, np.floating)):
         return f"{val:8.3g}"
@@ -83,7 +119,7 @@ class Logger:
     def __init__(
         self,
         output_dir: str | os.PathLike | None,
-        output_fname: str = "progress.txt",
+        output_fname: str = PROGRESS_FILE,
         exp_name: str | None = None,
         console: bool = True,
         resume_rows: int | None = None,
@@ -122,14 +158,10 @@ class Logger:
         """Open ``path`` for appending after its header and first ``rows`` rows; return the first
         TensorBoard step the resumed run logs again (the last kept TotalEnvInteracts + 1, else ``rows``)."""
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        if not lines and rows == 0:  # the run stopped before its first row: start the log afresh
+        kept = check_progress(path, rows)
+        if not kept:  # the run stopped before its first row: start the log afresh
             self.output_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
             return 0
-        kept = lines[: rows + 1]
-        if len(kept) < rows + 1:
-            raise RLExpError(
-                f"{path} has {len(lines) - 1} rows, fewer than the {rows} epochs of its checkpoint"
-            )
         if len(lines) > len(kept):  # epochs logged after the checkpoint: the resumed run logs them again
             atomic_write_text(path, "".join(kept))
         self.log_headers = kept[0].rstrip("\n").split("\t")
@@ -183,8 +215,11 @@ class Logger:
                 if self.first_row:
                     out += "\t".join(self.log_headers) + "\n"
                 out += "\t".join(str(v) for v in row.values()) + "\n"
-                self.output_file.write(out)  # one write per row: a reader never sees half a row
-                self.output_file.flush()
+                try:
+                    self.output_file.write(out)  # one write per row: a reader never sees half a row
+                    self.output_file.flush()
+                except OSError as exc:
+                    raise RLExpError(f"cannot write {self.output_file.name}: {exc.strerror or exc}") from None
             if self.tb_writer is not None:
                 step = row.get("TotalEnvInteracts", self.rows)
                 self.tb_writer.add_scalars(row, step if step != "" else self.rows)

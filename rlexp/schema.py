@@ -199,6 +199,7 @@ class RLExpConfig:
     seed: int = MISSING
     exp_name: str = MISSING
     resume: str | None = MISSING
+    allow_env_import: bool = MISSING
 
     def validate(self) -> None:
         check(self.seed >= 0, f"seed={self.seed} is out of range; use an integer >= 0")

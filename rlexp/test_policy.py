@@ -37,7 +37,11 @@ Policy = Callable[[np.ndarray], Any]
 
 
 def load_policy_and_env(
-    run_dir: str | os.PathLike, itr: int = -1, deterministic: bool = False, render_mode: str | None = None
+    run_dir: str | os.PathLike,
+    itr: int = -1,
+    deterministic: bool = False,
+    render_mode: str | None = None,
+    allow_env_import: bool = False,
 ) -> tuple[Any, Policy, int]:
     """(env, get_action, epoch) of a run, as Spinning Up's function of that name.
 
@@ -45,6 +49,8 @@ def load_policy_and_env(
     :param itr: which checkpoint, by completed epochs; -1 takes the last one.
     :param deterministic: get_action returns the mean / most likely action instead of a sample.
     :param render_mode: passed to ``gymnasium.make`` (``"human"``, ``"rgb_array"`` or None).
+    :param allow_env_import: import the module of a ``module:EnvId`` env id in the run's config even
+        from the current directory (that runs its code); installed packages are importable anyway.
     :returns: the env made from the run's config, a function from one observation to the action
         ``env.step`` takes, and the epoch of the checkpoint loaded.
     """
@@ -72,7 +78,7 @@ def load_policy_and_env(
     cfg = load_run_config(run_dir)
     cfg.comm.procs = 1
     prepare_backend(cfg)
-    env = make_env(cfg.env, render_mode=render_mode)
+    env = make_env(cfg.env, allow_env_import=allow_env_import, render_mode=render_mode)
     learner: Learner = cfg.algo.learner_class(cfg.backend.name)(
         env.observation_space, env.action_space, cfg, RankSeeds(cfg.seed)
     )
@@ -211,12 +217,22 @@ def build_parser() -> Any:
         "--fps", type=float, default=None, help="frame rate of the video (default: the env's)"
     )
     parser.add_argument("--force", action="store_true", help="replace an existing video file")
+    parser.add_argument(
+        "--allow-env-import",
+        action="store_true",
+        help="import the module of a module:EnvId env id from the current directory (runs its code: "
+        "only for runs you trust)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlexp.test_policy`` and ``rlexp-test-policy``."""
     args = build_parser().parse_args(argv)
+    # Nothing is imported from the current directory (a run directory may ship .py files).
+    sys.path[:] = [
+        entry for entry in sys.path if entry not in ("", ".") and os.path.abspath(entry) != os.getcwd()
+    ]
     try:
         if args.episodes < 1:
             raise RLExpError(f"--episodes {args.episodes} is out of range; play at least 1 episode")
@@ -237,7 +253,9 @@ def main(argv: list[str] | None = None) -> None:
             render_mode = "rgb_array"
         else:
             render_mode = "human" if not args.norender and has_display() else None
-        env, get_action, epoch = load_policy_and_env(args.run_dir, args.itr, args.deterministic, render_mode)
+        env, get_action, epoch = load_policy_and_env(
+            args.run_dir, args.itr, args.deterministic, render_mode, args.allow_env_import
+        )
         print(f"Loaded the policy after epoch {epoch} of {args.run_dir}")
         print(
             "Using deterministic actions." if args.deterministic else "Using sampled actions (the default)."

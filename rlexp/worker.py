@@ -1,7 +1,12 @@
-"""One training process: ``python -m rlexp.worker RUN_DIR`` (what mpiexec starts on every rank).
+"""One training process: ``python -P -m rlexp.worker RUN_DIR [--allow-env-import]`` (what mpiexec
+starts on every rank; ``-P``: the current directory is not on the import path).
 
 A worker reads the resolved config that the launcher wrote to RUN_DIR/config.yaml; it never runs
 Hydra and never reads the launcher's argv, so a --multirun sweep is never re-launched by its ranks.
+It installs its stop-signal handler before importing anything heavy and reports it to the launcher,
+holds the run directory's training lock while it lives, and exits when its launcher is gone.
+``--allow-env-import``: the module of a ``module:Env`` env id may come from the current directory
+(the launcher passes it for a new run, and for ``resume=`` only when the user allowed it).
 """
 
 from __future__ import annotations
@@ -10,14 +15,12 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rlexp import comm
-from rlexp.checkpoint import latest_checkpoint
-from rlexp.config import load_run_config
-from rlexp.errors import RLExpError
-from rlexp.logger import EpochLogger
-from rlexp.schema import RLExpConfig
-from rlexp.stopping import Stopped, StopRequest
+from rlexp.stopping import Stopped, StopRequest, report_ready
+
+if TYPE_CHECKING:
+    from rlexp.schema import RLExpConfig
 
 
 def prepare_backend(cfg: RLExpConfig) -> None:
@@ -42,28 +45,46 @@ def prepare_backend(cfg: RLExpConfig) -> None:
                 os.close(devnull)
 
 
-def run(run_dir: Path, stop: StopRequest) -> None:
+def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None:
     """Train the experiment recorded in ``run_dir`` as this rank, from its newest checkpoint if any.
 
     Raises :class:`rlexp.stopping.Stopped` when ``stop`` ended the run early (after a checkpoint).
+    ``allow_env_import``: see the module docstring.
     """
+    from rlexp.checkpoint import latest_checkpoint
+    from rlexp.config import load_run_config
+    from rlexp.logger import EpochLogger
+    from rlexp.rundir import training_lock
+
     cfg = load_run_config(run_dir)
-    prepare_backend(cfg)
-    latest = latest_checkpoint(run_dir)
-    logger = EpochLogger(
-        run_dir,
-        exp_name=cfg.exp_name,
-        resume_rows=latest[0] if latest else 0,
-        tensorboard=cfg.logger.tensorboard,
-    )
-    try:
-        cfg.algo.loop()(cfg, run_dir, logger, stop)
-    finally:
-        logger.close()
+    cfg.allow_env_import = allow_env_import
+    with training_lock(run_dir):
+        prepare_backend(cfg)
+        latest = latest_checkpoint(run_dir)
+        logger = EpochLogger(
+            run_dir,
+            exp_name=cfg.exp_name,
+            resume_rows=latest[0] if latest else 0,
+            tensorboard=cfg.logger.tensorboard,
+        )
+        try:
+            cfg.algo.loop()(cfg, run_dir, logger, stop)
+        finally:
+            logger.close()
+
+
+def _launcher_rank() -> int:
+    """This rank's number as the MPI launcher set it (read without initialising MPI)."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
 
 
 def _abort(code: int) -> None:
     """End this rank; under MPI end all ranks at once so none waits forever in a collective."""
+    from rlexp import comm
+
     if comm.num_procs() > 1:
         from mpi4py import MPI
 
@@ -75,18 +96,33 @@ def _abort(code: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    allow = "--allow-env-import" in argv
+    argv = [a for a in argv if a != "--allow-env-import"]
     if len(argv) != 1:
-        print("usage: python -m rlexp.worker RUN_DIR", file=sys.stderr)
+        print("usage: python -m rlexp.worker RUN_DIR [--allow-env-import]", file=sys.stderr)
         sys.exit(2)
+    run_dir = Path(argv[0])
+    rank = _launcher_rank()
     try:
-        # The launcher announces the signal and forwards it; a stopped rank keeps ignoring late copies.
+        # First thing: a stop signal from now on is a clean stop. The launcher announces the signal and
+        # forwards it; a stopped rank keeps ignoring late copies.
         with StopRequest(announce=False, restore=False) as stop:
-            run(Path(argv[0]), stop)
+            report_ready(run_dir, rank)
+            from rlexp.mpirun import watch_parent
+
+            watch_parent()
+            run(run_dir, stop, allow)
     except Stopped:
         sys.exit(0)  # checkpoint written; the launcher, which sent the signal, reports it
-    except RLExpError as exc:
-        print(f"rlexp: error (rank {comm.proc_id()}): {exc}", file=sys.stderr)
-        _abort(exc.exit_code)
+    except Exception as exc:
+        from rlexp.errors import RLExpError, user_error
+
+        message = str(exc) if isinstance(exc, RLExpError) else user_error(exc)
+        if message is None:
+            traceback.print_exc()
+            _abort(1)
+        print(f"rlexp: error (rank {rank}): {message}", file=sys.stderr)
+        _abort(getattr(exc, "exit_code", 2))
     except BaseException:
         traceback.print_exc()
         _abort(1)

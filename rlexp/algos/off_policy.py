@@ -121,8 +121,8 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     algo: OffPolicyConfig = cfg.algo
     rank, size = comm.proc_id(), comm.num_procs()
     seeds = RankSeeds(cfg.seed, rank)
-    env = make_env(cfg.env, seeds["env"], seeds["action_space"])
-    test_env = make_env(cfg.env, seeds["test_env"])
+    env = make_env(cfg.env, seeds["env"], seeds["action_space"], cfg.allow_env_import)
+    test_env = make_env(cfg.env, seeds["test_env"], allow_env_import=cfg.allow_env_import)
     learner: OffPolicyLearner = algo.learner_class(cfg.backend.name)(
         env.observation_space, env.action_space, cfg, seeds
     )

@@ -83,7 +83,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     algo: OnPolicyConfig = cfg.algo
     size = comm.num_procs()
     seeds = RankSeeds(cfg.seed, comm.proc_id())
-    env = make_env(cfg.env, seeds["env"], seeds["action_space"])
+    env = make_env(cfg.env, seeds["env"], seeds["action_space"], cfg.allow_env_import)
     learner: OnPolicyLearner = algo.learner_class(cfg.backend.name)(
         env.observation_space, env.action_space, cfg, seeds
     )
