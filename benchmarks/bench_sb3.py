@@ -6,6 +6,11 @@ TF thread; rlexp and SB3 alternate within each repetition so that both see the s
 Prints figures and ratios; asserts nothing.
 
     python benchmarks/bench_sb3.py [--algos td3 sac ppo] [--reps 3] [--no-backends] [--no-mpi]
+                                   [--no-contention]
+
+The last table is rlexp's default run (``python -m rlexp``: PPO on CartPole-v1) on an idle machine
+and beside one competing busy process, with the default ``backend.threads=1`` and with 2 threads
+(what ``threads: null`` gave on a 2-core machine): SPS and the ratio to the idle figure.
 
 How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
 
@@ -208,13 +213,35 @@ def child(kind: str, algo: str, warmup: int, window: int, batch: int, **kw: Any)
     return float(out.strip().splitlines()[-1])
 
 
+def default_run_sps(busy: bool, threads: int = 1, epochs: int = 6) -> float:
+    """SPS of ``python -m rlexp`` at its defaults (the median over epochs 2..N), with ``busy``: while one
+    other process keeps a core busy."""
+    import pandas as pd
+
+    spinner = (
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    )  # the competing job
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run(
+                [sys.executable, "-m", "rlexp", f"hydra.run.dir={tmp}/run", f"algo.epochs={epochs}",
+                 f"backend.threads={threads}"],
+                cwd=ROOT, check=True, capture_output=True,
+            )  # fmt: skip
+            return float(pd.read_table(Path(tmp) / "run" / "progress.txt")["SPS"].iloc[1:].median())
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+
+
 def summary(values: list[float]) -> str:
     return f"median {statistics.median(values):7.0f}  [{min(values):.0f}-{max(values):.0f}]"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", nargs="+", default=["td3", "sac", "ppo"])
+    parser.add_argument("--algos", nargs="*", default=["td3", "sac", "ppo"], help="none: skip the SB3 tables")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument("--warmup", type=int, default=1500, help="off-policy: env steps before the window")
     parser.add_argument("--window", type=int, default=1500, help="env steps timed (PPO: at least 2 updates)")
@@ -226,6 +253,9 @@ def main() -> None:
     )
     parser.add_argument("--no-backends", action="store_true", help="skip rlexp's torch vs TF figures")
     parser.add_argument("--no-mpi", action="store_true", help="skip rlexp's PPO at 1/2/4 ranks")
+    parser.add_argument(
+        "--no-contention", action="store_true", help="skip the default run beside a competing busy process"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -234,7 +264,8 @@ def main() -> None:
         print(sb3_sps(**spec) if kind == "sb3" else rlexp_sps(**spec))
         return
 
-    ensure_sb3()
+    if args.algos:
+        ensure_sb3()
     print(f"rlexp vs Stable-Baselines3 {SB3_VERSION} on {ENV}, CPU, 1 thread, {args.reps} repetitions")
     print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
     lines = []
@@ -278,6 +309,21 @@ def main() -> None:
             base = base or v
             print(
                 f"ppo   procs={procs}  {v:7.0f} SPS  speed-up {v / base:.2f}x  efficiency {v / base / procs:.0%}"
+            )
+
+    if not args.no_contention:
+        print("\nrlexp default run (python -m rlexp: PPO CartPole-v1) idle and beside one busy process")
+        for threads in (1, 2):
+            idle, busy = [], []
+            for _ in range(args.reps):
+                idle.append(default_run_sps(False, threads))
+                busy.append(default_run_sps(True, threads))
+            ratios = [b / i for i, b in zip(idle, busy, strict=True)]
+            print(
+                f"default threads={threads}  idle {statistics.median(idle):.0f} SPS  busy "
+                f"{statistics.median(busy):.0f} SPS  [{min(busy):.0f}-{max(busy):.0f}]  "
+                f"{statistics.median(ratios):.2f}x",
+                flush=True,
             )
 
 

@@ -147,6 +147,31 @@ def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_spa
         and not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high)))
     ):
         raise RLExpError(f"{name} needs finite action bounds, but {env_id} has the action space {act_space}")
+    if isinstance(act_space, spaces.Box):
+        if len(act_space.shape) != 1:
+            raise RLExpError(
+                f"{name} needs a flat action vector, but {env_id} has the action space {act_space} "
+                f"(shape {act_space.shape}); supported: Box of shape (n,)"
+            )
+        if np.any(act_space.high <= act_space.low):
+            raise RLExpError(
+                f"{env_id} has an action dimension with high <= low ({act_space}); every action "
+                "dimension needs low < high"
+            )
+
+
+def check_first_step(env: gym.Env, env_id: str, kwargs: Any) -> None:
+    """Reset ``env`` and take one random step: an error there comes from the env's config (its
+    kwargs, its id), so it is reported as one line naming the env and its kwargs."""
+    try:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+    except Exception as exc:
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        raise RLExpError(
+            f"env.id={env_id!r} with env.kwargs={dict(kwargs)} fails on its first reset/step "
+            f"({type(exc).__name__}: {message})"
+        ) from None
 
 
 def action_dims(act_space: spaces.Space) -> tuple[tuple[int, ...], Any]:

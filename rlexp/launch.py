@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -50,7 +51,7 @@ register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLUR
 def validate_experiment(cfg: RLExpConfig) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
     and the env fits the algorithm."""
-    from rlexp.envs import check_spaces, make_env
+    from rlexp.envs import check_first_step, check_spaces, make_env
 
     algo = cfg.algo
     if cfg.backend.name not in algo.BACKENDS:
@@ -65,8 +66,39 @@ def validate_experiment(cfg: RLExpConfig) -> None:
     env = make_env(cfg.env, allow_env_import=cfg.resume is None or cfg.allow_env_import)
     try:
         check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
+        check_first_step(env, cfg.env.id, cfg.env.kwargs)
+        check_memory(cfg, env)
     finally:
         env.close()
+
+
+def check_memory(cfg: RLExpConfig, env: Any) -> None:
+    """An off-policy run's replay buffers (all ranks on this machine) must fit in the memory that is
+    available now: numpy would otherwise reserve it lazily and the run die later, out of memory."""
+    replay_size = getattr(cfg.algo, "replay_size", None)
+    if replay_size is None:
+        return
+    obs_dim = int(np.prod(env.observation_space.shape)) if env.observation_space.shape else 1
+    act_dim = int(np.prod(env.action_space.shape)) if env.action_space.shape else 1
+    need = replay_size * (2 * obs_dim + act_dim + 2) * 4  # float32 obs, obs2, act, rew, done
+    available = _available_memory()
+    if available is not None and need > available:
+        raise RLExpError(
+            f"algo.replay_size={replay_size} needs {need / 2**30:.1f} GiB for the replay buffers of {cfg.env.id} "
+            f"({2 * obs_dim + act_dim + 2} floats per transition), but this machine has "
+            f"{available / 2**30:.1f} GiB available; use a smaller algo.replay_size"
+        )
+
+
+def _available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where it cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def launch(hydra_cfg: DictConfig) -> None:

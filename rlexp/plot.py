@@ -115,14 +115,24 @@ def _read_yaml(path: Path) -> Any:
 
 def read_run(path: Path, logdir: int) -> Run | None:
     """The run at ``path``; None when its progress.txt has no epoch yet."""
+    import io
     import json
 
     import pandas as pd
 
+    file = path / "progress.txt"
     try:
-        progress = pd.read_table(path / "progress.txt")
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RLExpError(f"{file} cannot be read ({exc})") from None
+    if text and not text.endswith("\n"):  # a row cut off by a crash (rlexp writes whole rows): left out
+        text = text[: text.rfind("\n") + 1]
+    try:
+        progress = pd.read_table(io.StringIO(text))
     except pd.errors.EmptyDataError:
         return None
+    except pd.errors.ParserError as exc:  # e.g. "Expected 25 fields in line 12, saw 40"
+        raise RLExpError(f"{file} is not a whole table ({str(exc).strip()}); it is damaged") from None
     if progress.empty:
         return None
     run = Run(path, progress, logdir=logdir)
@@ -350,6 +360,7 @@ def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args
     hue_order = sorted(data["Condition"].unique(), key=_sort_key)
     errorbar = None if args.count else (("ci", args.ci) if args.ci is not None else "sd")
     sns.set_theme(style="darkgrid", font_scale=1.2)
+    plt.rcParams["text.parse_math"] = False  # names and labels are text: a '$' in exp_name is a dollar sign
     fig, ax = plt.subplots(figsize=(8, 5))
     sns.lineplot(
         data=data,
@@ -407,6 +418,9 @@ def plot(args: argparse.Namespace) -> None:
             raise RLExpError(
                 f"--output {path}: unknown image type {path.suffix!r}; use one of: {', '.join(IMAGE_FORMATS)}"
             )
+    for path in [*figures.values(), *tables.values()]:
+        if path.is_dir():
+            raise RLExpError(f"{path} is a directory; give a file name for the figure or table")
     if not args.force:
         for path in [*figures.values(), *tables.values()]:
             if path.exists():

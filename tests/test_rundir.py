@@ -269,6 +269,21 @@ def test_a_cut_off_last_row_after_the_checkpoint_is_repaired(tmp_path, finished)
     )
 
 
+def test_plot_reads_a_cut_off_log_and_names_a_damaged_one(tmp_path, finished):
+    run = _copy(finished, tmp_path)
+    with open(run / "progress.txt", "a") as f:
+        f.write("2\t17.5\t3.1")  # the last row cut off: left out
+    res = run_cli(str(run), "-o", str(tmp_path / "fig.png"), module="rlexp.plot", timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (tmp_path / "dir.png").mkdir()
+    res = run_cli(str(run), "-o", str(tmp_path / "dir.png"), "--force", module="rlexp.plot", timeout=120)
+    _one_line(res, "dir.png is a directory")
+    with open(run / "progress.txt", "a") as f:
+        f.write("\t".join(["9"] * 40) + "\n")  # a row glued onto it: 40+ fields under the header
+    res = run_cli(str(run), "-o", str(tmp_path / "fig2.png"), module="rlexp.plot", timeout=120)
+    _one_line(res, "progress.txt is not a whole table")
+
+
 # 6. A damaged checkpoint is refused, never loaded.
 
 
@@ -369,6 +384,56 @@ def test_more_bad_input_is_one_line(tmp_path, override, fragment):
     res = run_cli(f"hydra.run.dir={tmp_path / 'run'}", *FAST, "algo.epochs=1", override, timeout=120)
     _one_line(res, fragment)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "override,fragment",
+    [
+        (
+            "+env.kwargs.g=oops",
+            "env.id='Pendulum-v1' with env.kwargs={'g': 'oops'} fails on its first reset/step",
+        ),
+        ("algo.replay_size=100000000000", "algo.replay_size=100000000000 needs"),
+    ],
+)
+def test_bad_env_settings_are_one_line(tmp_path, override, fragment):
+    res = run_cli(f"hydra.run.dir={tmp_path / 'run'}", "algo=sac", "env=Pendulum-v1", override, timeout=120)
+    _one_line(res, fragment)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_sac_without_hidden_layers_is_a_linear_policy_like_the_other_algorithms(tmp_path, backend):
+    off = (
+        "algo.steps_per_epoch=300",
+        "algo.start_steps=100",
+        "algo.update_after=100",
+        "algo.update_every=50",
+    )
+    train(tmp_path / "run", "algo=sac", "env=Pendulum-v1", f"backend={backend}", "network.hidden_sizes=[]",
+          "algo.epochs=1", "algo.num_test_episodes=1", *off)  # fmt: skip
+
+
+def test_unsupported_action_boxes_are_one_line():
+    from gymnasium import spaces
+
+    from rlexp.envs import check_spaces
+
+    algo = composed("algo=sac").algo
+    obs = spaces.Box(-1, 1, (3,))
+    with pytest.raises(RLExpError, match=r"needs a flat action vector"):
+        check_spaces(algo, "X-v0", obs, spaces.Box(-1, 1, (2, 2)))
+    with pytest.raises(RLExpError, match=r"high <= low"):
+        check_spaces(algo, "X-v0", obs, spaces.Box(low=[-1.0, 0.5], high=[1.0, 0.5]))
+
+
+def test_a_dollar_in_exp_name_plots(tmp_path, finished):
+    run = _copy(finished, tmp_path)
+    (run / "config.yaml").write_text(
+        (run / "config.yaml").read_text().replace("exp_name: ppo_CartPole-v1", "exp_name: cost$x")
+    )
+    res = run_cli(str(run), "-o", str(tmp_path / "fig.png"), module="rlexp.plot", timeout=120)
+    assert res.returncode == 0 and (tmp_path / "fig.png").is_file(), res.stderr[-2000:]
 
 
 @pytest.mark.mpi

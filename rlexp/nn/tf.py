@@ -277,8 +277,9 @@ class SquashedGaussianActor(Module):
     ) -> None:
         super().__init__()
         self.net = mlp([obs_dim, *hidden_sizes], activation, rng, activation)
-        self.mu_layer = Linear(hidden_sizes[-1], act_dim, rng)
-        self.log_std_layer = Linear(hidden_sizes[-1], act_dim, rng)
+        features = hidden_sizes[-1] if hidden_sizes else obs_dim  # no hidden layer: a linear policy
+        self.mu_layer = Linear(features, act_dim, rng)
+        self.log_std_layer = Linear(features, act_dim, rng)
 
     def parameters(self) -> list[tf.Variable]:
         return [*self.net.parameters(), *self.mu_layer.parameters(), *self.log_std_layer.parameters()]

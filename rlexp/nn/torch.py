@@ -176,8 +176,9 @@ class SquashedGaussianActor(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
         self.net = mlp([obs_dim, *hidden_sizes], activation, activation)
-        self.mu_layer = nn.Linear(hidden_sizes[-1], act_dim)
-        self.log_std_layer = nn.Linear(hidden_sizes[-1], act_dim)
+        features = hidden_sizes[-1] if hidden_sizes else obs_dim  # no hidden layer: a linear policy
+        self.mu_layer = nn.Linear(features, act_dim)
+        self.log_std_layer = nn.Linear(features, act_dim)
 
     def forward(
         self,
