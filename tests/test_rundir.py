@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -347,7 +348,14 @@ def test_a_stop_while_the_ranks_start_is_a_clean_stop(tmp_path):
 def test_a_stop_before_training_starts_is_a_clean_stop(tmp_path):
     run_dir = tmp_path / "run"
     proc = _start(f"hydra.run.dir={run_dir}", *FAST, "algo.epochs=50")
-    time.sleep(1.0)  # Hydra composing, the config being checked
+
+    def handles_sigterm() -> bool:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+    _wait_for(handles_sigterm, "the launcher's stop handler")
+    assert not (run_dir / "config.yaml").exists()  # Hydra is still loading: nothing is written yet
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
@@ -424,13 +432,13 @@ def test_unsupported_action_boxes_are_one_line():
     with pytest.raises(RLExpError, match=r"needs a flat action vector"):
         check_spaces(algo, "X-v0", obs, spaces.Box(-1, 1, (2, 2)))
     with pytest.raises(RLExpError, match=r"high <= low"):
-        check_spaces(algo, "X-v0", obs, spaces.Box(low=[-1.0, 0.5], high=[1.0, 0.5]))
+        check_spaces(algo, "X-v0", obs, spaces.Box(low=np.array([-1.0, 0.5]), high=np.array([1.0, 0.5])))
 
 
 def test_a_dollar_in_exp_name_plots(tmp_path, finished):
     run = _copy(finished, tmp_path)
     (run / "config.yaml").write_text(
-        (run / "config.yaml").read_text().replace("exp_name: ppo_CartPole-v1", "exp_name: cost$x")
+        (run / "config.yaml").read_text().replace("exp_name: ppo_CartPole-v1", "exp_name: a$x^$b")
     )
     res = run_cli(str(run), "-o", str(tmp_path / "fig.png"), module="rlexp.plot", timeout=120)
     assert res.returncode == 0 and (tmp_path / "fig.png").is_file(), res.stderr[-2000:]
