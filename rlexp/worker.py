@@ -12,12 +12,13 @@ holds the run directory's training lock while it lives, and exits when its launc
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlexp.stopping import Stopped, StopRequest, report_ready
+from rlexp.stopping import Stopped, StopRequest, report_ready, stop_signals
 
 if TYPE_CHECKING:
     from rlexp.schema import RLExpConfig
@@ -73,6 +74,14 @@ def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None
             logger.close()
 
 
+def _ignore_stop_signals() -> None:
+    """The rank is ending: a late copy of a stop signal (SLURM signals every process of the job and
+    the launcher forwards it too) must not kill it while Python shuts down, which puts a caught
+    signal back to its default action (USR2's kills) but leaves an ignored one ignored."""
+    for signum in stop_signals():
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def _launcher_rank() -> int:
     """This rank's number as the MPI launcher set it (read without initialising MPI)."""
     for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
@@ -112,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
 
             watch_parent()
             run(run_dir, stop, allow)
+        _ignore_stop_signals()
     except Stopped:
+        _ignore_stop_signals()
         sys.exit(0)  # checkpoint written; the launcher, which sent the signal, reports it
     except Exception as exc:
         from rlexp.errors import RLExpError, user_error
