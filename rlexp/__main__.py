@@ -30,6 +30,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from rlexp.config import explain_error, register_configs, register_resolvers
 from rlexp.errors import RLExpError, user_error
+from rlexp.fileio import drop_current_dir
 from rlexp.launch import launch
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -86,9 +87,7 @@ def main() -> None:
     # Nothing more is imported from the current directory (python -m put it first on the path): it may
     # be a downloaded run directory with .py files in it. A new run's `module:EnvId` env id still
     # imports its module from there (rlexp.envs), a resumed run's only with allow_env_import=true.
-    sys.path[:] = [
-        entry for entry in sys.path if entry not in ("", ".") and os.path.abspath(entry) != os.getcwd()
-    ]
+    drop_current_dir()
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises instead of printing its own report
     try:

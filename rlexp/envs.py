@@ -15,6 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from rlexp.errors import RLExpError
+from rlexp.fileio import drop_current_dir
 from rlexp.schema import AlgoConfig, EnvConfig
 
 # gymnasium 1.x warns on every v4 MuJoCo env; users chose v4 on purpose (Spinning Up comparisons).
@@ -37,18 +38,13 @@ def _route_mujoco_warnings() -> None:
     mujoco.set_mju_user_warning(warn)
 
 
-def _is_local(entry: str) -> bool:
-    """Whether a sys.path entry is the current directory (``python -m`` and ``python -c`` put it first)."""
-    return entry in ("", ".") or os.path.abspath(entry) == os.getcwd()
-
-
 def _import_env_module(module: str, env_id: str, allow_local: bool) -> None:
     """Import the module of a ``module:EnvId`` id; from the current directory only if ``allow_local``."""
     saved = list(sys.path)
     if allow_local:
         sys.path.insert(0, os.getcwd())
     else:
-        sys.path[:] = [entry for entry in sys.path if not _is_local(entry)]
+        drop_current_dir()
     try:
         importlib.import_module(module)
     except ImportError as exc:

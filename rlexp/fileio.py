@@ -1,9 +1,11 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of one), and keeping
+the current directory off the import path."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +70,14 @@ def atomic_output(path: str | os.PathLike, *, exclusive: bool = False) -> Iterat
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def is_current_dir(entry: str) -> bool:
+    """Whether a ``sys.path`` entry is the current directory (``python -m`` puts it first)."""
+    return entry in ("", ".") or os.path.abspath(entry) == os.getcwd()
+
+
+def drop_current_dir() -> None:
+    """Import nothing more from the current directory: it may be a downloaded run directory whose
+    .py files would run (``python -P`` does this from the start)."""
+    sys.path[:] = [entry for entry in sys.path if not is_current_dir(entry)]

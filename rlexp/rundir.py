@@ -132,37 +132,29 @@ def remove_if_empty(run_dir: Path) -> None:
 
 
 def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> None:
-    """The records of a new run: the resolved config (config.yaml), Spinning Up's config.json, the
-    overrides and provenance.json (command line, git commit, package versions, machine, seeds).
+    """The records of a new run: the resolved config (config.yaml), the overrides, Spinning Up's
+    config.json and provenance.json (command line, git commit, package versions, machine, seeds).
 
-    Every file is written exclusively (never over an existing one). If one cannot be written, the
-    ones written before it are removed again, so the directory holds a whole run or none.
+    Every file is written exclusively (never over an existing one). config.yaml comes first: a job
+    killed after it leaves a run that the same command continues. If a file cannot be written, the
+    ones written before it are removed again.
     """
     resolved = to_container(cfg)
     written: list[Path] = []
     try:
-        for name, write in (
-            ("config.json", lambda: save_config(run_dir, resolved, cfg.exp_name)),
-            (
-                "overrides.yaml",
-                lambda: _write_new(run_dir / "overrides.yaml", OmegaConf.to_yaml(list(overrides))),
-            ),
-            ("provenance.json", lambda: write_provenance(run_dir, collect(cfg, overrides))),
-            (
-                CONFIG_FILE,
-                lambda: _write_new(run_dir / CONFIG_FILE, CONFIG_HEADER + OmegaConf.to_yaml(resolved)),
-            ),
+        for path, text in (
+            (run_dir / CONFIG_FILE, CONFIG_HEADER + OmegaConf.to_yaml(resolved)),
+            (run_dir / "overrides.yaml", OmegaConf.to_yaml(list(overrides))),
         ):
-            write()
-            written.append(run_dir / name)
+            atomic_write_text(path, text, exclusive=True)
+            written.append(path)
+        save_config(run_dir, resolved, cfg.exp_name)
+        written.append(run_dir / "config.json")
+        written.append(write_provenance(run_dir, collect(cfg, overrides)))
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
         raise
-
-
-def _write_new(path: Path, text: str) -> None:
-    atomic_write_text(path, text, exclusive=True)
 
 
 def first_difference(old: Any, new: Any, prefix: str = "") -> str | None:

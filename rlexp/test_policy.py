@@ -28,7 +28,7 @@ import numpy as np
 from rlexp.checkpoint import list_checkpoints
 from rlexp.display import has_display
 from rlexp.errors import RLExpError, argument_parser, report
-from rlexp.fileio import atomic_output
+from rlexp.fileio import atomic_output, drop_current_dir
 
 if TYPE_CHECKING:
     from rlexp.algos.learner import Learner
@@ -230,9 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m rlexp.test_policy`` and ``rlexp-test-policy``."""
     args = build_parser().parse_args(argv)
     # Nothing is imported from the current directory (a run directory may ship .py files).
-    sys.path[:] = [
-        entry for entry in sys.path if entry not in ("", ".") and os.path.abspath(entry) != os.getcwd()
-    ]
+    drop_current_dir()
     try:
         if args.episodes < 1:
             raise RLExpError(f"--episodes {args.episodes} is out of range; play at least 1 episode")
