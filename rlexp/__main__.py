@@ -16,6 +16,7 @@ _EARLY_STOP = StopRequest().__enter__() if __name__ == "__main__" else None
 import contextlib
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -50,6 +51,31 @@ def _unknown_key(exc: OmegaConfBaseException) -> str:
     return f"unknown key {key}"
 
 
+def slurm_failure(text: str) -> str:
+    """One line from the message of a submitit error: sbatch refusing the job, a job that raised, or a
+    job that ended without a result (its error stream is in ``text``). rlexp's own error line wins."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    refused = [line.split("error:", 1)[-1].strip() for line in lines if line.startswith("sbatch:")]
+    if refused:
+        return f"SLURM refused the job: sbatch: {'; '.join(refused)}"
+    head = re.match(r"Job (?:(\S+) )?\(task[:=] ?(\d+)\)", lines[0]) if lines else None
+    job = "a SLURM job"
+    if head is not None:  # "Job 17 (task: 0) with path ..." or, for a job that raised, "Job (task=0) ..."
+        job = f"SLURM job {head[1]} (task {head[2]})" if head[1] else f"a SLURM job (task {head[2]})"
+    ours = [line.removeprefix("rlexp: error: ") for line in lines if line.startswith("rlexp: error")]
+    logs = [line.removeprefix("- ") for line in lines if line.startswith("- /")]
+    logs += [line.split("stdout: ", 1)[1] for line in lines if "Look at stdout: " in line]
+    where = f" (logs: {logs[-1]})" if logs else ""
+    if ours:
+        return f"{job} failed: {ours[-1]}{where}"
+    state = re.search(r"\(state: ([^)]*)\)", text)
+    if state:
+        return f"{job} ended without a result (state {state[1]}){where}"
+    # A job that raised: the exception's own line is the last one of its traceback.
+    body = [line for line in lines[1:] if not line.startswith(("---", "You can check", "- "))]
+    return f"{job} failed: {body[-1] if body else 'no error message'}{where}"
+
+
 def user_message(exc: BaseException) -> str | None:
     """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, RLExpError):
@@ -57,11 +83,7 @@ def user_message(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.filename is not None:  # Hydra making hydra.run.dir, say
         return user_error(exc)
     if type(exc).__module__.startswith("submitit") and isinstance(exc, RuntimeError):
-        # A job of a SLURM sweep failed; submitit's message holds the job's stderr tail.
-        lines = str(exc).splitlines()
-        job = lines[0].split(" with path")[0] if lines else "a job"
-        ours = [line.removeprefix("rlexp: error: ") for line in lines if line.startswith("rlexp: error: ")]
-        return f"SLURM {job} failed: {ours[-1] if ours else ' '.join(lines[1:3])}"
+        return slurm_failure(str(exc))
     if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.rpartition("/")
         hint = f" (any gymnasium id: env=gym env.id={option})" if group == "env" else ""

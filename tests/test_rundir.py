@@ -394,6 +394,63 @@ def test_more_bad_input_is_one_line(tmp_path, override, fragment):
     assert not (tmp_path / "run").exists()
 
 
+SBATCH_REFUSED = "sbatch: error: Batch job submission failed: Invalid partition name specified"
+NO_RESULT = """Job 17 (task: 0) with path /s/.submitit/17/17_0_result.pkl
+has not produced any output (state: FAILED)
+Error stream produced:
+----------------------------------------
+some library's warning
+rlexp: error: job 0 (seed=1): env.id='Nope-v0' is unknown
+"""
+CANCELLED = """Job 17 (task: 0) with path /s/.submitit/17/17_0_result.pkl
+has not produced any output (state: CANCELLED by 0)
+No error stream produced. Look at stdout: /s/.submitit/17/17_0_log.out
+----------------------------------------
+epoch 3
+"""
+RAISED = """Job (task=0) failed during processing with trace:
+----------------------
+Traceback (most recent call last):
+  File "x.py", line 1, in <module>
+ValueError: boom
+----------------------
+You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:
+  - /s/17_0_log.err
+  - /s/17_0_log.out"""
+
+
+@pytest.mark.parametrize(
+    "error,text,line",
+    [
+        (
+            "FailedJobError",
+            SBATCH_REFUSED,
+            "SLURM refused the job: sbatch: Batch job submission failed: Invalid partition name specified",
+        ),
+        (
+            "UncompletedJobError",
+            NO_RESULT,
+            "SLURM job 17 (task 0) failed: job 0 (seed=1): env.id='Nope-v0' is unknown",
+        ),
+        (
+            "UncompletedJobError",
+            CANCELLED,
+            "SLURM job 17 (task 0) ended without a result (state CANCELLED by 0) "
+            "(logs: /s/.submitit/17/17_0_log.out)",
+        ),
+        ("FailedJobError", RAISED, "a SLURM job (task 0) failed: ValueError: boom (logs: /s/17_0_log.out)"),
+    ],
+)
+def test_a_slurm_failure_is_one_readable_line(error, text, line):
+    # submitit's errors as its SLURM executor raises them (sbatch's stderr, a job without a result, a
+    # job that raised); the first read "SLURM sbatch: error: ... failed: " before.
+    from submitit.core import utils
+
+    from rlexp.__main__ import user_message
+
+    assert user_message(getattr(utils, error)(text)) == line
+
+
 @pytest.mark.parametrize(
     "override,fragment",
     [

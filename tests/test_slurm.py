@@ -122,3 +122,13 @@ def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm, tmp_
     assert list(table["Epoch"]) == list(range(epochs))  # every epoch exactly once
     assert list(table["TotalEnvInteracts"]) == [1000 * (e + 1) for e in range(epochs)]
     assert _states(job) == ["REQUEUED", "COMPLETED"]  # requeued once, then finished
+
+
+def test_a_job_slurm_refuses_is_one_line(slurm, tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = _sweep(sweep, "seed=0", "algo.epochs=1", "hydra.launcher.partition=nosuch")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-4000:]
+    assert "Traceback" not in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("rlexp: error: SLURM refused the job: sbatch: ") and "partition" in last, out
