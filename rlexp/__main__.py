@@ -14,94 +14,20 @@ from rlexp.stopping import StopRequest
 _EARLY_STOP = StopRequest().__enter__() if __name__ == "__main__" else None
 
 import contextlib
-import dataclasses
 import os
-import re
 import sys
-from pathlib import Path
 
 import hydra
-from hydra.errors import (
-    ConfigCompositionException,
-    HydraException,
-    MissingConfigException,
-    OverrideParseException,
-)
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from rlexp.config import explain_error, register_configs, register_resolvers
-from rlexp.errors import RLExpError, user_error
+from rlexp.config import CONF_DIR, register_configs, register_resolvers
+from rlexp.errors import RLExpError
+from rlexp.explain import user_message
 from rlexp.fileio import drop_current_dir
 from rlexp.launch import launch
-
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-
 
 register_configs()
 register_resolvers()
 _hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(launch)
-
-
-def _unknown_key(exc: OmegaConfBaseException) -> str:
-    key = getattr(exc, "full_key", "?")
-    cls = getattr(exc, "object_type", None)
-    if cls is not None and dataclasses.is_dataclass(cls):
-        parent = key.rsplit(".", 1)[0] if "." in key else "the root config"
-        return f"unknown key {key}; {parent} has: {', '.join(f.name for f in dataclasses.fields(cls))}"
-    return f"unknown key {key}"
-
-
-def slurm_failure(text: str) -> str:
-    """One line from the message of a submitit error: sbatch refusing the job, a job that raised, or a
-    job that ended without a result (its error stream is in ``text``). rlexp's own error line wins."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    refused = [line.split("error:", 1)[-1].strip() for line in lines if line.startswith("sbatch:")]
-    if refused:
-        return f"SLURM refused the job: sbatch: {'; '.join(refused)}"
-    head = re.match(r"Job (?:(\S+) )?\(task[:=] ?(\d+)\)", lines[0]) if lines else None
-    job = "a SLURM job"
-    if head is not None:  # "Job 17 (task: 0) with path ..." or, for a job that raised, "Job (task=0) ..."
-        job = f"SLURM job {head[1]} (task {head[2]})" if head[1] else f"a SLURM job (task {head[2]})"
-    ours = [line.removeprefix("rlexp: error: ") for line in lines if line.startswith("rlexp: error")]
-    logs = [line.removeprefix("- ") for line in lines if line.startswith("- /")]
-    logs += [line.split("stdout: ", 1)[1] for line in lines if "Look at stdout: " in line]
-    where = f" (logs: {logs[-1]})" if logs else ""
-    if ours:
-        return f"{job} failed: {ours[-1]}{where}"
-    state = re.search(r"\(state: ([^)]*)\)", text)
-    if state:
-        return f"{job} ended without a result (state {state[1]}){where}"
-    # A job that raised: the exception's own line is the last one of its traceback.
-    body = [line for line in lines[1:] if not line.startswith(("---", "You can check", "- "))]
-    return f"{job} failed: {body[-1] if body else 'no error message'}{where}"
-
-
-def user_message(exc: BaseException) -> str | None:
-    """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
-    if isinstance(exc, RLExpError):
-        return str(exc)
-    if isinstance(exc, OSError) and exc.filename is not None:  # Hydra making hydra.run.dir, say
-        return user_error(exc)
-    if type(exc).__module__.startswith("submitit") and isinstance(exc, RuntimeError):
-        return slurm_failure(str(exc))
-    if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
-        group, _, option = exc.missing_cfg_file.rpartition("/")
-        hint = f" (any gymnasium id: env=gym env.id={option})" if group == "env" else ""
-        return f"unknown {group} option {option!r}; choose one of: {', '.join(exc.options)}{hint}"
-    if isinstance(exc, OverrideParseException):
-        return f"bad override syntax: {str(exc).splitlines()[0]} (see hydra.cc override grammar)"
-    cause = exc.__cause__
-    if isinstance(exc, ConfigCompositionException) and isinstance(
-        cause, (ConfigAttributeError, ConfigKeyError)
-    ):
-        return _unknown_key(cause)
-    if isinstance(exc, ConfigCompositionException) and isinstance(cause, OmegaConfBaseException):
-        return explain_error(cause)
-    if isinstance(exc, HydraException):
-        return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    if isinstance(exc, OmegaConfBaseException):
-        return explain_error(exc)
-    return None
 
 
 def main() -> None:

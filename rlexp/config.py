@@ -23,10 +23,28 @@ from rlexp.schema import BACKEND_SCHEMAS, RLExpConfig
 CONFIG_FILE = "config.yaml"  # a run directory's resolved config: what every rank trains with
 
 
+def _conf_dir() -> str:
+    """The YAML presets: ``rlexp/conf`` in an installed wheel, the repository's ``conf/`` in a checkout
+    (an editable install included)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "conf"
+    return str(packaged if (packaged / "config.yaml").is_file() else here.parent / "conf")
+
+
+CONF_DIR = _conf_dir()  # Hydra's primary config directory
+# Top-level keys of conf/config.yaml added after runs were recorded without them
+LATER_KEYS = ("allow_env_import", "score", "logger")
+
+
 @functools.cache
 def _uid() -> str:
     """Four random hex digits, fixed for this process: keeps run directories unique (``${rlexp.uid:}``)."""
     return secrets.token_hex(2)
+
+
+def reset_uid() -> None:
+    """A new ``${rlexp.uid:}`` from now on (the Python API: every run it starts gets its own directory)."""
+    _uid.cache_clear()
 
 
 def _job_dir(num: Any, swept: str) -> str:
@@ -142,9 +160,10 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
         raise RLExpError(f"{path} cannot be read: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, DictConfig):
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
-    if "allow_env_import" not in raw:  # a run from before the key; it is a command's choice, not the run's
-        raw.allow_env_import = False
-    return raw
+    # A run from before a top-level key was added: take the key's value from conf/config.yaml (the
+    # keys that are added later describe how a run is recorded or scored, not how it trains).
+    later = OmegaConf.masked_copy(OmegaConf.load(Path(CONF_DIR) / "config.yaml"), list(LATER_KEYS))
+    return OmegaConf.merge(later, raw)  # type: ignore[return-value]
 
 
 def load_run_config(run_dir: str | Path) -> RLExpConfig:

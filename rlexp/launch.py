@@ -43,6 +43,7 @@ from rlexp.rundir import (
     write_run_records,
 )
 from rlexp.schema import RLExpConfig
+from rlexp.score import run_score
 from rlexp.stopping import Stopped, StopRequest, active_request, hand_over, signal_name
 
 register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLURM) that import only this module
@@ -101,8 +102,9 @@ def _available_memory() -> int | None:
     return None
 
 
-def launch(hydra_cfg: DictConfig) -> None:
-    """The Hydra task function: one experiment from a composed config.
+def launch(hydra_cfg: DictConfig) -> float | None:
+    """The Hydra task function: one experiment from a composed config; returns the run's score
+    (:mod:`rlexp.score`), which Hydra hands to the sweeper (an Optuna sweep optimises it).
 
     A user error ends the job with one line on stderr (naming the job's overrides in a sweep) and
     exit status 2, instead of Hydra's multi-line job failure report.
@@ -110,11 +112,30 @@ def launch(hydra_cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     run_dir = Path(hydra_cfg.get("resume") or hc.runtime.output_dir)
     try:
+        return run_job(hydra_cfg, run_dir, list(hc.overrides.task), concurrent_jobs(hc))
+    except Stopped as exc:
+        hand_over(exc.signum)  # under submitit: its handler requeues the job
+    except RLExpError as exc:
+        sweep = hc.mode == RunMode.MULTIRUN
+        report(exc, f"job {hc.job.num} ({' '.join(hc.overrides.task)})" if sweep else "")
+        raise SystemExit(exc.exit_code) from None
+    return None
+
+
+def run_job(hydra_cfg: DictConfig, run_dir: Path, overrides: list[str], jobs: int = 1) -> float | None:
+    """Check the config, claim ``run_dir``, and train the run there (or continue it); return its score.
+
+    ``overrides``: the command line's (recorded in the run's provenance); ``jobs``: how many jobs of a
+    sweep run at once on this machine. Raises :class:`RLExpError` for a user error (an OSError naming
+    a file becomes one) and :class:`Stopped` when a stop signal ended the run early, after its
+    checkpoint and a line saying how to continue it.
+    """
+    try:
         # From the first moment a stop signal is a clean stop: the run (started or not) ends after its
         # current or first epoch with a checkpoint.
         outer = active_request()
         with contextlib.nullcontext(outer) if outer is not None else StopRequest() as stop:
-            _launch(hydra_cfg, hc, stop)
+            cfg = _launch(hydra_cfg, run_dir, overrides, jobs, stop)
     except Stopped as exc:
         print(
             f"rlexp: stopped by {signal_name(exc.signum)} after epoch {exc.epoch}, checkpoint saved; "
@@ -122,15 +143,16 @@ def launch(hydra_cfg: DictConfig) -> None:
             file=sys.stderr,
             flush=True,
         )
-        hand_over(exc.signum)  # under submitit: its handler requeues the job
+        raise
     except (RLExpError, OSError) as exc:
         message = str(exc) if isinstance(exc, RLExpError) else user_error(exc)
         if message is None:
             raise
-        remove_if_empty(run_dir)  # Hydra made it for this job; leave no empty directory behind
-        sweep = hc.mode == RunMode.MULTIRUN
-        report(RLExpError(message), f"job {hc.job.num} ({' '.join(hc.overrides.task)})" if sweep else "")
-        raise SystemExit(getattr(exc, "exit_code", 2)) from None
+        remove_if_empty(run_dir)  # made for this job (by Hydra or the API); leave no empty directory behind
+        if isinstance(exc, OSError):
+            raise RLExpError(message) from None
+        raise
+    return run_score(run_dir, cfg.score)
 
 
 def concurrent_jobs(hc: Any) -> int:
@@ -142,18 +164,17 @@ def concurrent_jobs(hc: Any) -> int:
     return len(os.sched_getaffinity(0)) if n < 0 else max(1, n)
 
 
-def _launch(hydra_cfg: DictConfig, hc: Any, stop: StopRequest) -> None:
+def _launch(
+    hydra_cfg: DictConfig, run_dir: Path, overrides: list[str], jobs: int, stop: StopRequest
+) -> RLExpConfig:
     cfg = load_config(hydra_cfg)
-    overrides = list(hc.overrides.task)
     if cfg.resume is not None:
         cfg = resume_config(cfg, overrides)
-    jobs = concurrent_jobs(hc)
     if jobs > 1 and cfg.backend.threads is None:
         cfg.backend.threads = cfg.backend.threads_per_rank(cfg.comm.procs * jobs)
     validate_experiment(cfg)
     if cfg.comm.procs > 1:
         find_mpiexec(cfg.comm)  # fail before the run directory is written
-    run_dir = Path(cfg.resume or hc.runtime.output_dir)
     check_place(run_dir)  # before anything is written there
     with claim(run_dir):  # first: nothing is written into a directory another job holds
         if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
@@ -162,6 +183,7 @@ def _launch(hydra_cfg: DictConfig, hc: Any, stop: StopRequest) -> None:
             check_new(run_dir)
             write_run_records(cfg, run_dir, overrides)
             _train(cfg, run_dir, stop)
+    return cfg
 
 
 def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str], stop: StopRequest) -> None:

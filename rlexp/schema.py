@@ -186,6 +186,26 @@ class LoggerConfig:
     tensorboard: bool = MISSING
 
 
+# score.aggregate -> what it takes of the last ``score.last`` values
+SCORE_AGGREGATES = ("mean", "median", "max", "min", "last")
+
+
+@dataclass
+class ScoreConfig:
+    """How a run is scored (``score:`` in config.yaml; :mod:`rlexp.score`)."""
+
+    column: str | None = MISSING
+    last: int = MISSING
+    aggregate: str = MISSING
+
+    def validate(self) -> None:
+        check(self.last >= 1, f"score.last={self.last} is out of range; use an integer >= 1")
+        check(
+            self.aggregate in SCORE_AGGREGATES,
+            f"score.aggregate={self.aggregate!r} is unknown; choose one of: {', '.join(SCORE_AGGREGATES)}",
+        )
+
+
 @dataclass
 class RLExpConfig:
     """The whole experiment: one option of each group plus the top-level keys."""
@@ -196,6 +216,7 @@ class RLExpConfig:
     backend: Any = MISSING
     comm: CommConfig = MISSING
     logger: LoggerConfig = MISSING
+    score: ScoreConfig = MISSING
     seed: int = MISSING
     exp_name: str = MISSING
     resume: str | None = MISSING
@@ -208,5 +229,5 @@ class RLExpConfig:
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
         self.algo.validate(self.comm.procs)
-        for part in (self.env, self.network, self.backend, self.comm):
+        for part in (self.env, self.network, self.backend, self.comm, self.score):
             part.validate()

@@ -36,23 +36,20 @@ if TYPE_CHECKING:
 Policy = Callable[[np.ndarray], Any]
 
 
-def load_policy_and_env(
+def load_learner(
     run_dir: str | os.PathLike,
     itr: int = -1,
-    deterministic: bool = False,
     render_mode: str | None = None,
     allow_env_import: bool = False,
-) -> tuple[Any, Policy, int]:
-    """(env, get_action, epoch) of a run, as Spinning Up's function of that name.
+) -> tuple[Any, Learner, Callable[[Any], Any], int]:
+    """(env, learner, to_env, epoch) of a run: its env, its learner restored from a checkpoint, the map
+    from the learner's action to what ``env.step`` takes, and the epoch of that checkpoint.
 
     :param run_dir: an rlexp run directory (config.yaml + checkpoints/).
     :param itr: which checkpoint, by completed epochs; -1 takes the last one.
-    :param deterministic: get_action returns the mean / most likely action instead of a sample.
     :param render_mode: passed to ``gymnasium.make`` (``"human"``, ``"rgb_array"`` or None).
     :param allow_env_import: import the module of a ``module:EnvId`` env id in the run's config even
         from the current directory (that runs its code); installed packages are importable anyway.
-    :returns: the env made from the run's config, a function from one observation to the action
-        ``env.step`` takes, and the epoch of the checkpoint loaded.
     """
     from rlexp.config import CONFIG_FILE, load_run_config
     from rlexp.envs import make_env
@@ -83,7 +80,23 @@ def load_policy_and_env(
         env.observation_space, env.action_space, cfg, RankSeeds(cfg.seed)
     )
     learner.load(ckpts[epoch])
-    to_env = cfg.algo.env_action(env.action_space)
+    return env, learner, cfg.algo.env_action(env.action_space), epoch
+
+
+def load_policy_and_env(
+    run_dir: str | os.PathLike,
+    itr: int = -1,
+    deterministic: bool = False,
+    render_mode: str | None = None,
+    allow_env_import: bool = False,
+) -> tuple[Any, Policy, int]:
+    """(env, get_action, epoch) of a run, as Spinning Up's function of that name.
+
+    :param deterministic: get_action returns the mean / most likely action instead of a sample.
+    The other parameters are :func:`load_learner`'s. ``get_action`` maps one observation to the
+    action ``env.step`` takes.
+    """
+    env, learner, to_env, epoch = load_learner(run_dir, itr, render_mode, allow_env_import)
 
     def get_action(obs: np.ndarray) -> Any:
         return to_env(learner.act(obs, deterministic=deterministic))

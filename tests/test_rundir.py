@@ -446,7 +446,7 @@ def test_a_slurm_failure_is_one_readable_line(error, text, line):
     # job that raised); the first read "SLURM sbatch: error: ... failed: " before.
     from submitit.core import utils
 
-    from rlexp.__main__ import user_message
+    from rlexp.explain import user_message
 
     assert user_message(getattr(utils, error)(text)) == line
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import open_dict
+from hydra.types import HydraContext
+from omegaconf import DictConfig, open_dict
 
 from rlexp.errors import RLExpError
 
@@ -46,35 +47,48 @@ class RLExpSweeper(BasicSweeper):
         return super().sweep(arguments)
 
     def _name_by_swept_keys(self, fixed: list[str]) -> None:
-        """Leave the keys set to one value for all jobs out of the job directory names."""
         assert self.config is not None
-        hydra_overrides = self.config.hydra.overrides.hydra
-        if not fixed or any(str(o).startswith(EXCLUDE_KEYS) for o in hydra_overrides):
-            return  # nothing to leave out, or the user chose the excluded keys
-        with open_dict(self.config):
-            hydra_overrides.append(f"{EXCLUDE_KEYS}=[{','.join(fixed)}]")
+        name_by_swept_keys(self.config, fixed)
 
     def check_jobs(self, jobs: list[list[str]]) -> None:
         """Compose and validate every job; raise RLExpError for the first bad one. Writes nothing."""
-        from rlexp.config import load_config
-        from rlexp.launch import find_mpiexec, validate_experiment
-
         assert self.config is not None and self.hydra_context is not None
-        loader = self.hydra_context.config_loader
-        checked: set[str] = set()
-        for num, job in enumerate(jobs):
-            try:
-                job_cfg = loader.load_sweep_config(self.config, list(job))
-                with open_dict(job_cfg):
-                    del job_cfg["hydra"]  # what the task function gets, as in hydra.core.utils.run_job
-                cfg = load_config(job_cfg)
-                if cfg.resume is not None:
-                    raise RLExpError("resume= continues one run; it cannot be swept (drop --multirun)")
-                key = json.dumps([cfg.algo.name, cfg.backend.name, cfg.env.id, cfg.env.kwargs])
-                if key not in checked:  # building an env is the slow part: once per distinct env
-                    validate_experiment(cfg)
-                    checked.add(key)
-                if cfg.comm.procs > 1:
-                    find_mpiexec(cfg.comm)
-            except RLExpError as exc:
-                raise RLExpError(f"sweep job {num} ({' '.join(job)}): {exc}; nothing was started") from None
+        check_jobs(self.config, self.hydra_context, jobs)
+
+
+def name_by_swept_keys(config: DictConfig, fixed: list[str]) -> None:
+    """Leave the keys set to one value for all jobs out of the job directory names (in ``config``'s
+    hydra overrides), unless the user chose the excluded keys."""
+    hydra_overrides = config.hydra.overrides.hydra
+    if not fixed or any(str(o).startswith(EXCLUDE_KEYS) for o in hydra_overrides):
+        return
+    with open_dict(config):
+        hydra_overrides.append(f"{EXCLUDE_KEYS}=[{','.join(fixed)}]")
+
+
+def check_jobs(
+    config: DictConfig, hydra_context: HydraContext, jobs: list[list[str]], what: str = "job"
+) -> None:
+    """Compose and validate every job (each a list of overrides); raise RLExpError naming the first
+    bad one. Writes nothing. ``what`` names a job in the message (``job`` or ``trial``)."""
+    from rlexp.config import load_config
+    from rlexp.launch import find_mpiexec, validate_experiment
+
+    loader = hydra_context.config_loader
+    checked: set[str] = set()
+    for num, job in enumerate(jobs):
+        try:
+            job_cfg = loader.load_sweep_config(config, list(job))
+            with open_dict(job_cfg):
+                del job_cfg["hydra"]  # what the task function gets, as in hydra.core.utils.run_job
+            cfg = load_config(job_cfg)
+            if cfg.resume is not None:
+                raise RLExpError("resume= continues one run; it cannot be swept (drop --multirun)")
+            key = json.dumps([cfg.algo.name, cfg.backend.name, cfg.env.id, cfg.env.kwargs])
+            if key not in checked:  # building an env is the slow part: once per distinct env
+                validate_experiment(cfg)
+                checked.add(key)
+            if cfg.comm.procs > 1:
+                find_mpiexec(cfg.comm)
+        except RLExpError as exc:
+            raise RLExpError(f"sweep {what} {num} ({' '.join(job)}): {exc}; nothing was started") from None

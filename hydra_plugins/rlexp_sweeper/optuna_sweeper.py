@@ -1,0 +1,231 @@
+"""``hydra/sweeper=optuna``: hyperparameter search with Optuna over the scores rlexp's jobs return.
+
+    python -m rlexp --multirun hydra/sweeper=optuna 'algo.lr=interval(1e-4,1e-2)'
+    python -m rlexp --multirun hydra/sweeper=optuna hydra.sweeper.n_trials=50 \\
+        'algo.lr=tag(log,interval(1e-5,1e-2))' 'algo.batch_size=choice(64,128,256)' seed=0
+
+Why not hydra-optuna-sweeper: its last release (1.3.0) pins ``optuna<3``, a 2022 Optuna whose
+distribution classes are deprecated in the Optuna we install (>=4). This sweeper speaks the same
+search-space grammar (Hydra's override syntax) on Optuna's ask-and-tell interface:
+
+- ``interval(a,b)`` a float between a and b; ``tag(log,interval(a,b))`` on a log scale;
+  ``tag(int,interval(a,b))`` an integer; ``range(a,b[,step])`` a stepped number from a up to b (b
+  excluded); ``choice(x,y,...)`` or ``x,y,...`` one of the values. Every other override (``seed=0``)
+  is the same for all trials.
+- Each trial is one job (run directory ``<n>_<key=value,...>`` in the sweep directory) whose return
+  value is the run's score (``score:`` in config.yaml); a job that returns no score fails its trial.
+- Before any trial starts, the jobs at the edges of the space (every key's lowest and highest value
+  or every choice, the other keys at their lowest) are composed and checked, as a grid sweep checks
+  all its jobs: a value out of range is one line and nothing is started.
+- The best trial is printed and written to ``optimization_results.yaml`` in the sweep directory with
+  every trial's values and score. With ``storage`` set (e.g. ``sqlite:///study.db``) the study is kept
+  and a later sweep with the same ``study_name`` continues it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+from hydra_plugins.rlexp_sweeper.sweeper import check_jobs, name_by_swept_keys
+from rlexp.errors import RLExpError
+from rlexp.fileio import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "random")
+DIRECTIONS = ("maximize", "minimize")
+
+
+def distribution(override: Override) -> Any:
+    """The Optuna distribution of one swept override (see the module docstring for the grammar)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    value = override.value()
+    key = override.get_key_element()
+    if isinstance(value, IntervalSweep):
+        low, high = value.start, value.end
+        if low is None or high is None or not low < high:
+            raise RLExpError(f"{key}=interval({low},{high}): the interval needs low < high")
+        if "int" in value.tags:
+            return IntDistribution(int(low), int(high), log="log" in value.tags)
+        return FloatDistribution(float(low), float(high), log="log" in value.tags)
+    if isinstance(value, RangeSweep):
+        start, stop, step = value.start, value.stop, value.step
+        if start is None or stop is None or step is None or not start < stop or step <= 0:
+            raise RLExpError(f"{key}=range({start},{stop},{step}): the range needs start < stop and step > 0")
+        numbers = [start + i * step for i in range(math.ceil((stop - start) / step))]
+        if all(isinstance(x, int) for x in (start, stop, step)):
+            return IntDistribution(int(start), int(numbers[-1]), step=int(step))
+        return CategoricalDistribution(numbers)
+    if isinstance(value, ChoiceSweep):
+        return CategoricalDistribution(list(value.list))
+    raise RLExpError(
+        f"{key}: an Optuna sweep takes interval(), range() or choice(), not {override.input_line}"
+    )
+
+
+def edges(space: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trials at the edges of the space: each key at each extreme (a choice: each value), the
+    other keys at their lowest. Checked before the search starts."""
+    from optuna.distributions import CategoricalDistribution
+
+    def extremes(dist: Any) -> list[Any]:
+        return list(dist.choices) if isinstance(dist, CategoricalDistribution) else [dist.low, dist.high]
+
+    lowest = {key: extremes(dist)[0] for key, dist in space.items()}
+    out = [lowest]
+    for key, dist in space.items():
+        out += [{**lowest, key: v} for v in extremes(dist)[1:]]
+    return out
+
+
+def as_override(key: str, value: Any) -> str:
+    """``key=value`` in Hydra's override syntax (strings quoted where they need it)."""
+    if isinstance(value, str):
+        return f"{key}={value}" if value.replace("_", "").replace("-", "").isalnum() else f"{key}='{value}'"
+    return f"{key}={value!r}" if isinstance(value, float) else f"{key}={value}"
+
+
+class RLExpOptunaSweeper(Sweeper):
+    """Optuna's search over the swept keys, one rlexp job per trial (see the module docstring).
+
+    :param n_trials: trials in all (a continued study counts the trials it already has).
+    :param n_jobs: trials asked for and handed to the launcher at once (a parallel or SLURM launcher
+        runs them side by side; TPE proposes each batch from the trials finished before it).
+    :param direction: ``maximize`` or ``minimize`` the score.
+    :param sampler: ``tpe`` (Optuna's default) or ``random``.
+    :param seed: the sampler's seed: the same sweep proposes the same trials.
+    :param study_name: the study's name in ``storage``; None: the sweep directory's name.
+    :param storage: an Optuna storage URL to keep the study in (None: in memory).
+    :param params: a search space given in a config rather than on the command line, ``{key: "interval(0,1)"}``.
+    """
+
+    def __init__(
+        self,
+        n_trials: int,
+        n_jobs: int,
+        direction: str,
+        sampler: str,
+        seed: int | None,
+        study_name: str | None,
+        storage: str | None,
+        params: dict[str, str] | None,
+    ) -> None:
+        if n_trials < 1 or n_jobs < 1:
+            raise RLExpError(
+                f"hydra.sweeper.n_trials={n_trials}, n_jobs={n_jobs} are out of range; use integers >= 1"
+            )
+        if direction not in DIRECTIONS:
+            raise RLExpError(
+                f"hydra.sweeper.direction={direction!r} is unknown; choose one of: {', '.join(DIRECTIONS)}"
+            )
+        if sampler not in SAMPLERS:
+            raise RLExpError(
+                f"hydra.sweeper.sampler={sampler!r} is unknown; choose one of: {', '.join(SAMPLERS)}"
+            )
+        self.n_trials, self.n_jobs, self.direction = n_trials, n_jobs, direction
+        self.sampler_name, self.seed = sampler, seed
+        self.study_name, self.storage = study_name, storage
+        self.params = params or {}
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def _sampler(self) -> Any:
+        import optuna
+
+        if self.sampler_name == "random":
+            return optuna.samplers.RandomSampler(seed=self.seed)
+        return optuna.samplers.TPESampler(seed=self.seed)
+
+    def sweep(self, arguments: list[str]) -> Any:
+        import optuna
+
+        assert self.config is not None and self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        params = [f"{k}={v}" for k, v in self.params.items()]
+        overrides = parser.parse_overrides([*params, *arguments])
+        fixed = [o.input_line for o in overrides if not o.is_sweep_override() and o.input_line]
+        space = {o.get_key_element(): distribution(o) for o in overrides if o.is_sweep_override()}
+        if not space:
+            raise RLExpError(
+                "an Optuna sweep needs a search space, e.g. 'algo.lr=interval(1e-4,1e-2)' "
+                "(interval, tag(log,interval), range or choice)"
+            )
+        name_by_swept_keys(self.config, [o.get_key_element() for o in overrides if not o.is_sweep_override()])
+        check_jobs(
+            self.config,
+            self.hydra_context,
+            [[*fixed, *(as_override(k, v) for k, v in trial.items())] for trial in edges(space)],
+            what="edge trial",
+        )
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            study_name=self.study_name or sweep_dir.name,
+            storage=self.storage,
+            sampler=self._sampler(),
+            direction=self.direction,
+            load_if_exists=True,
+        )
+        log.info(f"Optuna study {study.study_name}: {self.direction} the score over {', '.join(space)}")
+        done = len(study.trials)
+        while done < self.n_trials:
+            trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - done))]
+            jobs = [[*fixed, *(as_override(k, v) for k, v in t.params.items())] for t in trials]
+            self.validate_batch_is_legal(jobs)
+            returns = self.launcher.launch(jobs, initial_job_idx=done)
+            for trial, ret in zip(trials, returns, strict=True):
+                value = ret.return_value  # raises the job's error if it failed
+                if value is None or not math.isfinite(float(value)):
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    log.warning(f"trial {trial.number} returned no score ({value}); counted as failed")
+                else:
+                    study.tell(trial, float(value))
+            done += len(trials)
+        return self._report(study, sweep_dir, fixed)
+
+    def _report(self, study: Any, sweep_dir: Path, fixed: list[str]) -> Any:
+        import optuna
+
+        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if not complete:
+            raise RLExpError(f"no trial of the Optuna sweep in {sweep_dir} returned a score")
+        best = study.best_trial
+        results = {
+            "name": "optuna",
+            "study_name": study.study_name,
+            "direction": self.direction,
+            "fixed": fixed,
+            "best_trial": best.number,
+            "best_params": dict(best.params),
+            "best_value": float(best.value),
+            "trials": [
+                {"number": t.number, "params": dict(t.params), "value": t.value, "state": t.state.name}
+                for t in study.trials
+            ],
+        }
+        atomic_write_text(sweep_dir / "optimization_results.yaml", yaml.safe_dump(results, sort_keys=False))
+        overrides = " ".join(as_override(k, v) for k, v in best.params.items())
+        print(
+            f"Best trial: {best.number} ({overrides}) score {best.value:.6g}; all trials: {sweep_dir / 'optimization_results.yaml'}"
+        )
+        return results

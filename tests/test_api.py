@@ -1,0 +1,169 @@
+"""The Python API (rlexp.train / rlexp.load / Run / Policy), the score every job returns, and the
+Optuna sweeper (hydra/sweeper=optuna)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rlexp.schema import ScoreConfig
+from rlexp.score import score
+from tests.conftest import ROOT, run_cli
+
+FAST = ("algo.epochs=2", "algo.steps_per_epoch=400")
+
+
+def _python(code: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (as a notebook kernel would), from ``cwd``."""
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_notebook_session_trains_twice_loads_and_acts(tmp_path):
+    # Two trainings in a row in one process (no run_dir: each gets its own outputs/ directory), the
+    # same checks as the command line, a run opened again and its policy acting.
+    res = _python(
+        """
+        import sys
+        import numpy as np
+        import rlexp
+        from hydra.core.global_hydra import GlobalHydra
+
+        argv = list(sys.argv)
+        a = rlexp.train(["algo.epochs=2", "algo.steps_per_epoch=400", "seed=1"])
+        b = rlexp.train(["algo=sac", "env=Pendulum-v1", "algo.epochs=2", "algo.steps_per_epoch=300",
+                         "algo.start_steps=100", "algo.update_after=100", "algo.update_every=50"])
+        assert a.dir != b.dir and a.dir.parent.parent.name == "outputs", (a.dir, b.dir)
+        assert a.finished and b.finished and a.config.seed == 1 and b.config.algo.name == "sac"
+        assert list(a.progress["Epoch"]) == [0, 1]
+        assert a.score == a.progress["AverageEpRet"].mean()
+        assert b.score == b.progress["AverageTestEpRet"].mean()
+        run = rlexp.load(a.dir)
+        assert run.config == a.config and run.score == a.score
+        policy = run.policy()
+        obs, _ = policy.env.reset(seed=0)
+        assert policy.epoch == 2 and policy(obs) in (0, 1) and policy(obs) == policy(obs)
+        pend = rlexp.load(b.dir).policy(deterministic=False)
+        obs, _ = pend.env.reset(seed=0)
+        acts = np.array([pend(obs) for _ in range(20)])
+        assert acts.shape == (20, 1) and np.all(np.abs(acts) <= 2.0) and acts.std() > 0
+        assert np.array_equal(pend(obs, deterministic=True), pend(obs, deterministic=True))
+        try:
+            rlexp.train(["algo.epochs=0"])
+        except rlexp.RLExpError as exc:
+            print("ERROR:", exc)
+        assert sys.argv == argv and not GlobalHydra.instance().is_initialized()
+        print("OK")
+        """,
+        tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "OK" in res.stdout
+    cli = run_cli("algo.epochs=0", f"hydra.run.dir={tmp_path / 'cli'}")
+    line = cli.stderr.strip().splitlines()[-1].removeprefix("rlexp: error: ")
+    assert f"ERROR: {line}\n" in res.stdout  # the same one line as the command line's
+    assert len(list((tmp_path / "outputs").glob("*/*"))) == 2  # the failed call left nothing behind
+
+
+@pytest.mark.mpi
+def test_train_under_mpi_and_continue_a_run(tmp_path):
+    res = _python(
+        f"""
+        import rlexp
+        run = rlexp.train(["comm.procs=2", "algo.epochs=1", "algo.steps_per_epoch=400"], run_dir="{tmp_path / "r"}")
+        assert run.finished and (run.dir / "checkpoints" / "epoch_000001.rank1.pt").is_file()
+        more = rlexp.train([f"resume={{run.dir}}", "algo.epochs=2"])
+        assert more.dir == run.dir and list(more.progress["Epoch"]) == [0, 1]
+        print("OK")
+        """,
+        tmp_path,
+    )
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
+
+
+def test_score_aggregates_the_last_epochs_of_a_column():
+    table = pd.DataFrame({"AverageEpRet": [1.0, 2.0, 3.0, 10.0], "LossPi": [4.0, 3.0, 2.0, 1.0]})
+    assert score(table, ScoreConfig(column=None, last=2, aggregate="mean")) == 6.5
+    assert score(table, ScoreConfig(column=None, last=10, aggregate="median")) == 2.5
+    assert score(table, ScoreConfig(column="LossPi", last=3, aggregate="min")) == 1.0
+    assert score(table, ScoreConfig(column="LossPi", last=3, aggregate="last")) == 1.0
+    table["AverageTestEpRet"] = [5.0, 6.0, 7.0, 8.0]  # off-policy: the test return is Performance
+    assert score(table, ScoreConfig(column=None, last=1, aggregate="max")) == 8.0
+    assert score(table.iloc[:0], ScoreConfig(column=None, last=1, aggregate="mean")) is None
+
+
+def test_a_bad_score_key_is_one_line(tmp_path):
+    res = run_cli(f"hydra.run.dir={tmp_path / 'r'}", "score.aggregate=best")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "rlexp: error: score.aggregate='best' is unknown; choose one of: mean, median, max, min, last"
+    )
+
+
+def test_an_optuna_sweep_optimises_the_jobs_scores(tmp_path):
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun",
+        "hydra/sweeper=optuna",
+        "algo.lr=interval(1e-4,1e-2)",
+        "hydra.sweeper.n_trials=3",
+        f"hydra.sweep.dir={sweep}",
+        *FAST,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    trials = results["trials"]
+    assert [t["state"] for t in trials] == ["COMPLETE"] * 3
+    # Each trial's value is the score of its run: the mean AverageEpRet of its (2) epochs.
+    for trial in trials:
+        lr = trial["params"]["algo.lr"]
+        assert 1e-4 <= lr <= 1e-2
+        (run,) = sweep.glob(f"{trial['number']}_algo.lr=*")
+        assert yaml.safe_load((run / "config.yaml").read_text())["algo"]["pi_lr"] == pytest.approx(lr)
+        assert trial["value"] == pytest.approx(pd.read_table(run / "progress.txt")["AverageEpRet"].mean())
+    best = max(trials, key=lambda t: t["value"])
+    assert results["best_trial"] == best["number"] and results["best_value"] == best["value"]
+    assert f"Best trial: {best['number']} (algo.lr={best['params']['algo.lr']!r})" in res.stdout
+    # The same sweep (same sampler seed) proposes the same trials.
+    again = run_cli(
+        "--multirun",
+        "hydra/sweeper=optuna",
+        "algo.lr=interval(1e-4,1e-2)",
+        "hydra.sweeper.n_trials=1",
+        f"hydra.sweep.dir={tmp_path / 'again'}",
+        *FAST,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    first = yaml.safe_load((tmp_path / "again" / "optimization_results.yaml").read_text())["trials"][0]
+    assert first["params"] == trials[0]["params"] and np.isclose(first["value"], trials[0]["value"])
+
+
+@pytest.mark.parametrize(
+    "space,fragment",
+    [
+        ("algo.lr=interval(-1,1e-2)", "sweep edge trial 0 (algo.lr=-1.0): algo.lr=-1.0 is out of range"),
+        ("seed=0", "an Optuna sweep needs a search space"),
+        ("algo.lr=interval(1e-2,1e-4)", "algo.lr=interval(0.01,0.0001): the interval needs low < high"),
+    ],
+)
+def test_an_optuna_sweep_checks_its_space_before_any_trial(tmp_path, space, fragment):
+    res = run_cli("--multirun", "hydra/sweeper=optuna", space, f"hydra.sweep.dir={tmp_path / 's'}")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert fragment in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "s").exists()
