@@ -25,7 +25,7 @@ __all__ = ["ConfigError", "Policy", "RLExpError", "Run", "compose", "load", "tra
 
 def __getattr__(name: str) -> Any:
     if name in ("Policy", "Run", "compose", "load", "train"):
-        from rlexp import api
+        import rlexp.api as api
 
         return getattr(api, name)
     raise AttributeError(f"module 'rlexp' has no attribute {name!r}")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import scipy.signal
 
-from rlexp import comm
+import rlexp.comm as comm
 
 
 def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:

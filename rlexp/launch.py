@@ -222,7 +222,7 @@ def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str], stop: StopR
 
 
 def _train(cfg: RLExpConfig, run_dir: Path, stop: StopRequest) -> None:
-    from rlexp import worker
+    import rlexp.worker as worker
 
     allow_env_import = cfg.resume is None or cfg.allow_env_import
     if cfg.comm.procs == 1:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
 from rlexp.tblog import TensorBoardWriter

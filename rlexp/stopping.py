@@ -160,7 +160,7 @@ class StopRequest:
 
     def agreed(self) -> bool:
         """Whether any rank got a stop signal. A collective: every rank calls it once per epoch."""
-        from rlexp import comm  # imported late: a rank installs its handler before anything heavy
+        import rlexp.comm as comm  # imported late: a rank installs its handler before anything heavy
 
         if comm.num_procs() == 1:
             return self.requested

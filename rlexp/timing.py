@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.logger import EpochLogger
 
 PHASES = ("env", "act", "update")

@@ -92,7 +92,7 @@ def _launcher_rank() -> int:
 
 def _abort(code: int) -> None:
     """End this rank; under MPI end all ranks at once so none waits forever in a collective."""
-    from rlexp import comm
+    import rlexp.comm as comm
 
     if comm.num_procs() > 1:
         from mpi4py import MPI

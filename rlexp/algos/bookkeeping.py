@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.learner import Learner
 from rlexp.checkpoint import checkpoint_path, latest_checkpoint, prune_checkpoints, rank_path
 from rlexp.errors import RLExpError

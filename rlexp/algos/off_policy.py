@@ -31,7 +31,7 @@ import gymnasium as gym
 from gymnasium import spaces
 from omegaconf import MISSING
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OffPolicyLearner
 from rlexp.buffers import ReplayBuffer

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from gymnasium import spaces
 from omegaconf import MISSING
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OnPolicyLearner
 from rlexp.buffers import GAEBuffer

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearner, Stats
 from rlexp.checkpoint import load_npz, save_npz
 from rlexp.comm.tf import avg_grads, sync_variables

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearner, Stats
 from rlexp.checkpoint import load_torch, save_torch
 from rlexp.comm.torch import avg_grads, sync_params

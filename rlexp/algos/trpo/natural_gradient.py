@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rlexp import comm
+import rlexp.comm as comm
 
 EPS = 1e-8  # keeps the conjugate gradient's and the step size's divisions finite
 

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.tf_common import OnPolicyTFLearner
 from rlexp.algos.trpo.natural_gradient import EPS, conjugate_gradient, line_search

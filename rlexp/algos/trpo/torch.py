@@ -14,7 +14,7 @@ import torch
 from gymnasium import spaces
 from torch.distributions import Categorical, Distribution, Normal, kl_divergence
 
-from rlexp import comm
+import rlexp.comm as comm
 from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.torch_common import OnPolicyTorchLearner
 from rlexp.algos.trpo.natural_gradient import EPS, conjugate_gradient, line_search
