@@ -1,0 +1,36 @@
+"""EntPPO: rlexp's PPO with an entropy bonus in the policy loss (torch backend), as a plugin.
+
+The config class is the schema of ``conf/algo/entppo.yaml`` and the algorithm's entry in rlexp's
+registry (entry point ``rlexp.algos: entppo = "entppo:EntPPOConfig"``); it inherits PPO's keys, loop,
+statistics and checks and adds ``ent_coef``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from omegaconf import MISSING
+
+from rlexp.algos.ppo import PPOConfig
+from rlexp.errors import check
+
+
+@dataclass
+class EntPPOConfig(PPOConfig):
+    """PPO-clip whose policy loss subtracts ``ent_coef`` times the policy's entropy."""
+
+    NAME: ClassVar[str] = "entppo"
+    BACKENDS: ClassVar[tuple[str, ...]] = ("torch",)
+
+    ent_coef: float = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(self.ent_coef >= 0, f"algo.ent_coef={self.ent_coef} is out of range; use >= 0")
+
+    @staticmethod
+    def learner_class(backend: str) -> type[Any]:
+        from entppo.torch import EntPPOLearner
+
+        return EntPPOLearner

@@ -1,0 +1,110 @@
+"""rlexp as an installed package: the built wheel runs from any directory (its YAML presets inside),
+and an installed plugin package adds an algorithm through the ``rlexp.algos`` entry-point group
+(examples/entppo, the worked example of docs/plugins.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.mpi
+
+
+def _pip(*args: str) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+def _run(cwd: Path, site: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` from ``cwd`` with ``site`` (a --target install) first on the import path."""
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env["PYTHONPATH"] = str(site)
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _copy_project(dest: Path) -> Path:
+    """The files a wheel is built from, copied (a build writes build/ next to its sources)."""
+    dest.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, dest / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("rlexp", "conf", "hydra_plugins"):
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+    return dest
+
+
+def test_the_built_wheel_runs_from_any_directory(tmp_path):
+    src = _copy_project(tmp_path / "src")
+    _pip("wheel", "--no-deps", "--no-build-isolation", "-q", str(src), "-w", str(tmp_path / "dist"))
+    (wheel,) = (tmp_path / "dist").glob("rlexp-*.whl")
+    site = tmp_path / "site"
+    _pip("install", "--no-deps", "-q", "--target", str(site), str(wheel))  # dependencies: this venv's
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    where = _run(work, site, "-c", "import rlexp.config as c; print(c.__file__); print(c.CONF_DIR)")
+    assert where.stdout.split() == [str(site / "rlexp" / "config.py"), str(site / "rlexp" / "conf")]
+    job = _run(work, site, "-m", "rlexp", "--cfg", "job")
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert "name: ppo" in job.stdout and "id: CartPole-v1" in job.stdout
+    train = _run(
+        work,
+        site,
+        "-m",
+        "rlexp",
+        "comm.procs=2",
+        "algo.epochs=1",
+        "algo.steps_per_epoch=400",
+        "env=Pendulum-v1",
+    )
+    assert train.returncode == 0, train.stderr[-3000:]
+    (run,) = (work / "outputs").glob("*/*_ppo_Pendulum-v1_s0_*")
+    assert list(pd.read_table(run / "progress.txt")["Epoch"]) == [0]
+    assert (run / "checkpoints" / "epoch_000001.rank1.pt").is_file()
+
+
+def test_a_plugin_package_adds_an_algorithm(tmp_path):
+    plugin = shutil.copytree(ROOT / "examples" / "entppo", tmp_path / "entppo")
+    site = tmp_path / "site"
+    _pip("install", "--no-deps", "--no-build-isolation", "-q", "--target", str(site), str(plugin))
+    run = tmp_path / "run"
+    res = _run(
+        ROOT,
+        site,
+        "-m",
+        "rlexp",
+        "algo=entppo",
+        "comm.procs=2",  # every rank finds the algorithm too
+        "algo.epochs=2",
+        "algo.steps_per_epoch=400",
+        "algo.ent_coef=0.05",
+        f"hydra.run.dir={run}",
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    config = (run / "config.yaml").read_text()
+    assert "name: entppo" in config and "ent_coef: 0.05" in config
+    assert list(pd.read_table(run / "progress.txt")["Epoch"]) == [0, 1]
+    assert (run / "checkpoints" / "epoch_000002.rank1.pt").is_file()
+    test = _run(ROOT, site, "-m", "rlexp.test_policy", str(run), "--norender", "-n", "2")
+    assert test.returncode == 0 and "AverageEpRet" in test.stdout, test.stderr[-3000:]
+    # The plugin's own checks and backends are rlexp's one-line errors.
+    for override, line in (
+        ("algo.ent_coef=-1", "rlexp: error: algo.ent_coef=-1.0 is out of range; use >= 0"),
+        ("backend=tf", "rlexp: error: backend=tf has no entppo learner; available for entppo: torch"),
+    ):
+        bad = _run(ROOT, site, "-m", "rlexp", "algo=entppo", override, f"hydra.run.dir={tmp_path / 'bad'}")
+        assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == line, bad.stderr[-2000:]
