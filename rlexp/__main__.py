@@ -39,6 +39,11 @@ def main() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises instead of printing its own report
     try:
+        if any(arg in ("--help", "-h") for arg in sys.argv[1:]):  # rlexp's help; Hydra's: --hydra-help
+            from rlexp.help import help_text
+
+            print(help_text([a for a in sys.argv[1:] if a not in ("--help", "-h")]), end="")
+            return
         with contextlib.nullcontext() if _EARLY_STOP is not None else StopRequest():
             _hydra_main()
     except KeyboardInterrupt:

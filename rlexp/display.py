@@ -1,9 +1,16 @@
-"""Whether this process can show a window (plot --show, test_policy's rendering)."""
+"""Console wording shared by the commands, and whether this process can show a window (plot --show,
+test_policy's rendering)."""
 
 from __future__ import annotations
 
 import os
 import sys
+
+
+def epochs(n: int) -> str:
+    """``1 epoch`` / ``N epochs``: how messages count completed epochs (progress.txt numbers its rows
+    from Epoch 0, so after 3 epochs its last row is Epoch 2)."""
+    return f"{n} epoch" if n == 1 else f"{n} epochs"
 
 
 def has_display() -> bool:

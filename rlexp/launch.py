@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 from rlexp.checkpoint import latest_checkpoint
 from rlexp.config import CONFIG_FILE, load_config, register_resolvers
+from rlexp.display import epochs
 from rlexp.errors import RLExpError, report, user_error
 from rlexp.fileio import atomic_write_bytes
 from rlexp.logger import colorize
@@ -138,7 +139,7 @@ def run_job(hydra_cfg: DictConfig, run_dir: Path, overrides: list[str], jobs: in
             cfg = _launch(hydra_cfg, run_dir, overrides, jobs, stop)
     except Stopped as exc:
         print(
-            f"rlexp: stopped by {signal_name(exc.signum)} after epoch {exc.epoch}, checkpoint saved; "
+            f"rlexp: stopped by {signal_name(exc.signum)} after {epochs(exc.epoch)}, checkpoint saved; "
             f"continue with: python -m rlexp resume={run_dir}",
             file=sys.stderr,
             flush=True,
@@ -208,7 +209,7 @@ def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str], stop: StopR
         update_run_records(cfg, run_dir)
     provenance = write_provenance(run_dir, collect(cfg, overrides), latest[0] if latest else 0)
     where = (
-        f"after epoch {latest[0]}" if latest else "from the start (it stopped before its first checkpoint)"
+        f"after {epochs(latest[0])}" if latest else "from the start (it stopped before its first checkpoint)"
     )
     print(colorize(f"Continuing {run_dir} {where}", "green", bold=True), flush=True)
     try:

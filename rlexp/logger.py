@@ -11,22 +11,39 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import rlexp.comm as comm
+from rlexp.display import epochs
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
 from rlexp.tblog import TensorBoardWriter
 
 PROGRESS_FILE = "progress.txt"
+# The columns of logger.console=line, where the run logs them
+LINE_COLUMNS = ("Epoch", "TotalEnvInteracts", "AverageEpRet", "AverageTestEpRet", "EpLen", "Time")
 _COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
 
 
+def use_color(stream: Any = None) -> bool:
+    """Colours only on a terminal (never in a SLURM log or a file), unless NO_COLOR is set or
+    FORCE_COLOR asks for them anyway."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    stream = sys.stdout if stream is None else stream
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
 def colorize(string: str, color: str, bold: bool = False, highlight: bool = False) -> str:
-    """Wrap ``string`` in ANSI color codes (Spinning Up's colorize)."""
+    """Wrap ``string`` in ANSI color codes (Spinning Up's colorize) when stdout is a terminal."""
+    if not use_color():
+        return string
     num = _COLORS[color] + (10 if highlight else 0)
     attrs = [str(num)] + (["1"] if bold else [])
     return f"\x1b[{';'.join(attrs)}m{string}\x1b[0m"
@@ -70,7 +87,7 @@ def check_progress(path: Path, rows: int) -> list[str]:
         if rows == 0:
             return []
         raise RLExpError(
-            f"{path} is missing; the run's checkpoint is after epoch {rows}, so its log had {rows} rows"
+            f"{path} is missing; the run's checkpoint is after {epochs(rows)}, so its log had {rows} rows"
         )
     try:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -79,7 +96,7 @@ def check_progress(path: Path, rows: int) -> list[str]:
     if not lines:
         if rows == 0:
             return []
-        raise RLExpError(f"{path} is empty; the run's checkpoint is after epoch {rows}")
+        raise RLExpError(f"{path} is empty; the run's checkpoint is after {epochs(rows)}")
     kept = lines[: rows + 1]
     if len(kept) < rows + 1:
         raise RLExpError(f"{path} has {len(lines) - 1} rows, fewer than the {rows} epochs of its checkpoint")
@@ -106,7 +123,8 @@ class Logger:
     :param output_dir: run directory; progress.txt goes there (rank 0 only). None: console only.
     :param output_fname: name of the tab-separated log (Spinning Up's ``progress.txt``).
     :param exp_name: experiment name written into config.json.
-    :param console: print the table of each epoch to stdout.
+    :param console: what each epoch prints on stdout: ``table`` (Spinning Up's table of every column),
+        ``line`` (one line: epoch, steps, returns, time) or ``quiet`` (nothing).
     :param resume_rows: continue an existing log after its first ``resume_rows`` rows (the epochs of
         the checkpoint a run resumes from); later rows, which the resumed run writes again, are
         dropped. None: a new log, and an existing one is an error.
@@ -121,14 +139,14 @@ class Logger:
         output_dir: str | os.PathLike | None,
         output_fname: str = PROGRESS_FILE,
         exp_name: str | None = None,
-        console: bool = True,
+        console: str = "table",
         resume_rows: int | None = None,
         tensorboard: bool = False,
     ) -> None:
         self.active = comm.proc_id() == 0
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.exp_name = exp_name
-        self.console = console and self.active
+        self.console = console if self.active else "quiet"
         self.first_row = True
         self.log_headers: list[str] = []
         self.log_current_row: dict[str, Any] = {}
@@ -149,7 +167,7 @@ class Logger:
                     raise RLExpError(
                         f"{path} already exists; refusing to overwrite an earlier run's log"
                     ) from None
-                if self.console:
+                if self.console != "quiet":
                     print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
             if tensorboard:
                 self.tb_writer = TensorBoardWriter(self.output_dir, restart_step)
@@ -170,7 +188,7 @@ class Logger:
         self.output_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         if self.console:
             dropped = f"; dropped {len(lines) - len(kept)} later rows" if len(lines) > len(kept) else ""
-            print(colorize(f"Continuing {path} after epoch {rows}{dropped}", "green", bold=True), flush=True)
+            print(colorize(f"Continuing {path} after {epochs(rows)}{dropped}", "green", bold=True), flush=True)
         if rows > 0 and "TotalEnvInteracts" in self.log_headers:
             last = kept[-1].rstrip("\n").split("\t")[self.log_headers.index("TotalEnvInteracts")]
             try:
@@ -205,11 +223,13 @@ class Logger:
         """Print the row as an aligned table, append it to progress.txt, start a new row; return it."""
         row = {k: self.log_current_row.get(k, "") for k in self.log_headers}
         if self.active:
-            if self.console:
+            if self.console == "table":
                 width = max(15, *(len(k) for k in self.log_headers))
                 line = "-" * (22 + width)
                 body = "\n".join(f"| {k:>{width}} | {_fmt(v):>15} |" for k, v in row.items())
                 print(f"{line}\n{body}\n{line}", flush=True)
+            elif self.console == "line":
+                print("  ".join(f"{k} {_fmt(row[k]).strip()}" for k in LINE_COLUMNS if k in row), flush=True)
             if self.output_file is not None:
                 out = ""
                 if self.first_row:

@@ -179,11 +179,22 @@ class AlgoConfig:
         raise NotImplementedError
 
 
+# logger.console: what each epoch prints (rlexp.logger.Logger)
+CONSOLE_MODES = ("table", "line", "quiet")
+
+
 @dataclass
 class LoggerConfig:
     """What a run records besides progress.txt, config.yaml and checkpoints (``logger:`` in config.yaml)."""
 
     tensorboard: bool = MISSING
+    console: str = MISSING
+
+    def validate(self) -> None:
+        check(
+            self.console in CONSOLE_MODES,
+            f"logger.console={self.console!r} is unknown; choose one of: {', '.join(CONSOLE_MODES)}",
+        )
 
 
 # score.aggregate -> what it takes of the last ``score.last`` values
@@ -229,5 +240,5 @@ class RLExpConfig:
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
         self.algo.validate(self.comm.procs)
-        for part in (self.env, self.network, self.backend, self.comm, self.score):
+        for part in (self.env, self.network, self.backend, self.comm, self.score, self.logger):
             part.validate()

@@ -29,10 +29,11 @@ def score_column(progress: pd.DataFrame, cfg: ScoreConfig) -> str:
                 f"{', '.join(progress.columns)}"
             )
         return cfg.column
-    for col in PERFORMANCE_COLUMNS:
-        if col in progress.columns and progress[col].notna().any():
-            return col
-    raise RLExpError(f"progress.txt has none of {', '.join(PERFORMANCE_COLUMNS)}; set score.column")
+    logged = [col for col in PERFORMANCE_COLUMNS if col in progress.columns]
+    if not logged:
+        raise RLExpError(f"progress.txt has none of {', '.join(PERFORMANCE_COLUMNS)}; set score.column")
+    # The first with a value (no episode may have ended yet: then the score is None)
+    return next((col for col in logged if progress[col].notna().any()), logged[0])
 
 
 def score(progress: pd.DataFrame, cfg: ScoreConfig) -> float | None:

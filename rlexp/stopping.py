@@ -56,7 +56,7 @@ class Stopped(Exception):
     """The run stopped early on a signal, after writing the checkpoint of ``epoch`` completed epochs."""
 
     def __init__(self, signum: int, epoch: int) -> None:
-        super().__init__(f"stopped by {signal_name(signum)} after epoch {epoch}")
+        super().__init__(f"stopped by {signal_name(signum)} after {epoch} epochs")
         self.signum, self.epoch = signum, epoch
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlexp.checkpoint import list_checkpoints
-from rlexp.display import has_display
+from rlexp.display import epochs, has_display
 from rlexp.errors import RLExpError, argument_parser, report
 from rlexp.fileio import atomic_output, drop_current_dir
 
@@ -70,7 +70,8 @@ def load_learner(
     epoch = max(ckpts) if itr < 0 else itr
     if epoch not in ckpts:
         raise RLExpError(
-            f"--itr {itr}: no checkpoint after epoch {itr}; available: {', '.join(map(str, ckpts))}"
+            f"--itr {itr}: no checkpoint saved after {epochs(itr)}; available (epochs done): "
+            f"{', '.join(map(str, ckpts))}"
         )
     cfg = load_run_config(run_dir)
     cfg.comm.procs = 1
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         env, get_action, epoch = load_policy_and_env(
             args.run_dir, args.itr, args.deterministic, render_mode, args.allow_env_import
         )
-        print(f"Loaded the policy after epoch {epoch} of {args.run_dir}")
+        print(f"Loaded the policy saved after {epochs(epoch)} (Epoch {epoch - 1} of progress.txt) of {args.run_dir}")
         print(
             "Using deterministic actions." if args.deterministic else "Using sampled actions (the default)."
         )

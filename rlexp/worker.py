@@ -67,6 +67,7 @@ def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None
             exp_name=cfg.exp_name,
             resume_rows=latest[0] if latest else 0,
             tensorboard=cfg.logger.tensorboard,
+            console=cfg.logger.console,
         )
         try:
             cfg.algo.loop()(cfg, run_dir, logger, stop)

@@ -238,7 +238,7 @@ def test_torch_policy_deterministic_and_video(tmp_path):
 
     det = play(run_dir, "-n", "2", "-l", "15", "-d")
     assert det.returncode == 0, det.stderr[-2000:]
-    assert f"Loaded the policy after epoch 2 of {run_dir}" in det.stdout
+    assert f"Loaded the policy saved after 2 epochs (Epoch 1 of progress.txt) of {run_dir}" in det.stdout
     assert "Using deterministic actions." in det.stdout and "imported: ['torch']" in det.stdout
     assert "AverageEpRet" in det.stdout and "MinEpRet" in det.stdout and "StdEpRet" in det.stdout
     det_eps = episodes(det.stdout)

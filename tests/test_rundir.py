@@ -147,7 +147,7 @@ def test_sighup_stops_with_a_checkpoint_and_the_run_continues(tmp_path):
     out, _ = proc.communicate(timeout=120)
     stopped = max(list_checkpoints(run_dir))
     assert proc.returncode == 128 + signal.SIGHUP, out[-3000:]
-    assert f"stopped by SIGHUP after epoch {stopped}, checkpoint saved" in out
+    assert f"stopped by SIGHUP after {stopped} epoch" in out and ", checkpoint saved" in out
     assert len(pd.read_table(run_dir / "progress.txt")) == stopped
     res = run_cli(f"resume={run_dir}", "algo.epochs=" + str(stopped + 1), timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -341,7 +341,7 @@ def test_a_stop_while_the_ranks_start_is_a_clean_stop(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
-    assert "stopped by SIGTERM after epoch 1, checkpoint saved" in out and "exited with status" not in out
+    assert "stopped by SIGTERM after 1 epoch, checkpoint saved" in out and "exited with status" not in out
     assert list(list_checkpoints(run_dir)) == [1]
 
 
@@ -359,7 +359,7 @@ def test_a_stop_before_training_starts_is_a_clean_stop(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
-    assert list(list_checkpoints(run_dir)) == [1] and "stopped by SIGTERM after epoch 1" in out
+    assert list(list_checkpoints(run_dir)) == [1] and "stopped by SIGTERM after 1 epoch," in out
 
 
 # 9. One line, never a traceback.
