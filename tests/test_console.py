@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli, train
+from tests.conftest import run_cli
 
 FAST = ("algo.epochs=3", "algo.steps_per_epoch=400")
 
