@@ -24,6 +24,50 @@ warnings.filterwarnings(
 )
 
 
+# gymnasium's env families whose packages are optional: the module an env's entry point starts with ->
+# (the package that is missing, the gymnasium extra that installs it).
+OPTIONAL_FAMILIES = {
+    "gymnasium.envs.box2d": ("box2d", "box2d"),
+    "gymnasium.envs.mujoco": ("mujoco", "mujoco"),
+    "ale_py": ("ale-py", "atari"),
+}
+# The package to install for a module that failed to import, where the two names differ.
+PACKAGE_OF_MODULE = {"Box2D": "box2d", "pygame": "pygame-ce", "ale_py": "ale-py"}
+# Registry namespaces whose ids a package registers when it is imported: namespace -> its module.
+NAMESPACE_MODULES = {"ALE": "ale_py"}
+
+
+def missing_dependency(env_id: str, entry_point: str, exc: BaseException) -> RLExpError:
+    """The one-line error for an env whose optional package is not installed.
+
+    ``entry_point``: the env's entry point in the registry (its module names the family, e.g.
+    Box2D); ``exc``: gymnasium's DependencyNotInstalled (its cause is the ImportError) or an ImportError.
+    """
+    cause = exc if isinstance(exc, ImportError) else exc.__cause__
+    module = getattr(cause, "name", None) or ""
+    family = next((v for k, v in OPTIONAL_FAMILIES.items() if entry_point.startswith(k)), None)
+    if family is None:  # not one of gymnasium's families: its own message says what to install
+        text = str(exc).splitlines()[0] if str(exc) else f"module {module!r} is missing"
+        return RLExpError(f"env.id={env_id!r} needs a package that is not installed ({text})")
+    package = PACKAGE_OF_MODULE.get(module.split(".")[0], family[0]) if module else family[0]
+    return RLExpError(
+        f'env.id={env_id!r} needs the optional package {package}: pip install "gymnasium[{family[1]}]"'
+    )
+
+
+def _register_namespace(env_id: str) -> None:
+    """Import the package that registers the namespace of ``env_id`` (``ALE/Pong-v5``: ale_py), which
+    gymnasium does not do itself. RLExpError naming the package to install if it is missing."""
+    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
+    module = NAMESPACE_MODULES.get(namespace or "")
+    if module is None:
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise missing_dependency(env_id, module, exc) from None
+
+
 def _route_mujoco_warnings() -> None:
     """Send MuJoCo's warnings to Python's warnings instead of a MUJOCO_LOG.TXT in the user's directory.
 
@@ -78,6 +122,8 @@ def _registered_id(env_id: str, allow_local: bool = True) -> str:
         _import_env_module(module, env_id, allow_local)
         env_id = name
     if env_id not in gym.registry:
+        _register_namespace(env_id)
+    if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.6)
         hint = (
             f"close matches: {', '.join(close)}" if close else "see gymnasium.pprint_registry() for the ids"
@@ -101,13 +147,16 @@ def make_env(
     ``allow_env_import``: see :func:`_registered_id`.
     """
     env_id = _registered_id(cfg.id, allow_env_import)
-    if "mujoco" in str(gym.spec(env_id).entry_point):
+    entry_point = str(gym.spec(env_id).entry_point)
+    if "mujoco" in entry_point:
         _route_mujoco_warnings()
     kwargs = {**dict(cfg.kwargs), **make_kwargs}
     if cfg.max_ep_len is not None:
         kwargs["max_episode_steps"] = cfg.max_ep_len
     try:
         env = gym.make(env_id, **kwargs)
+    except (gym.error.DependencyNotInstalled, ImportError) as exc:
+        raise missing_dependency(cfg.id, entry_point, exc) from None
     except gym.error.Error as exc:
         raise RLExpError(f"env.id={cfg.id!r} cannot be made: {str(exc).splitlines()[0]}") from None
     except TypeError as exc:

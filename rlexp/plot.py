@@ -6,14 +6,17 @@ Finding runs. Every directory at or below each LOGDIR that holds a progress.txt 
 be one run, a sweep (a Hydra multirun root), any folder above them, or a path prefix (``outputs/sweeps/2026-11-2``
 takes every entry of ``outputs/sweeps`` whose name starts with ``2026-11-2``).
 
-Conditions. Runs are grouped into conditions by what differs between them: the Hydra overrides of each
-job (overrides.yaml; a key a run did not override takes its value from that run's config.yaml), except
-``seed``. A sweep over ``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per learning rate, each the
-mean over its three seeds with a shaded band of one standard deviation (``--ci``: a bootstrap
-confidence interval instead). Runs that differ in nothing else are one condition named by their
-exp_name. ``--legend`` names the conditions by LOGDIR instead, as in Spinning Up.
+Conditions. Runs are grouped into conditions by what differs between them: the keys of the Hydra
+overrides of each job (overrides.yaml), except ``seed``, whose values (as each run's config.yaml
+resolved them) differ; keys every run shares are left out, so runs from different commands are
+named by their differences only. A sweep over ``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per
+learning rate, each the mean over its three seeds with a shaded band of one standard deviation
+(``--ci``: a bootstrap confidence interval instead). Runs that differ in nothing else are one
+condition named by their exp_name. ``--legend`` names the conditions by LOGDIR instead, as in
+Spinning Up, in the order given.
 
-Output. One figure per ``--value``; PNG unless ``--output`` ends in .svg or .pdf; by default
+Output. One figure per ``--value``: every logged point marked (a one-epoch run is a dot), the legend
+below the axes (long entries wrapped) and nothing cut off; PNG unless ``--output`` ends in .svg or .pdf; by default
 ``plot_<value>.png`` in LOGDIR (or in the folder that holds all the runs). An existing file is never
 replaced unless ``--force`` is given. ``--table`` also prints a markdown summary per condition and
 writes it as CSV. ``--show`` also opens a window, when a display exists.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import math
 import os
 import sys
@@ -44,6 +48,18 @@ IMAGE_FORMATS = (".png", ".svg", ".pdf")
 ESTIMATORS = ("mean", "median", "min", "max")
 PERFORMANCE = "Performance"
 BOOTSTRAP_SAMPLES = 2000
+FIGSIZE = (8.0, 5.0)  # inches, without the legend (which adds its height below)
+MAX_MARKERS = 25  # a line with more points marks every n-th (the line itself shows every point)
+WRAP = 60  # characters per line of the title and of a legend entry
+LEGEND_WIDTH = 90  # characters side by side in the legend's columns
+LEGEND_COLUMNS = 4
+
+
+def wrap(text: str) -> str:
+    """``text`` broken into lines of at most WRAP characters, at spaces (``a=1, b=2``: after a comma)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False)) or text
 
 
 @dataclass
@@ -155,19 +171,41 @@ def read_run(path: Path, logdir: int) -> Run | None:
     return run
 
 
-def config_value(config: dict[str, Any], key: str) -> str:
-    """The value of dotted ``key`` in a resolved config, as a legend would show it."""
+_MISSING = object()
+
+
+def _lookup(config: dict[str, Any], key: str) -> Any:
+    """The node at dotted ``key`` of a resolved config; ``_MISSING`` when it has none."""
     node: Any = config
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            return "(default)"
+            return _MISSING
         node = node[part]
-    if isinstance(node, dict):  # a group choice such as algo=sac or env=Hopper-v4
+    return node
+
+
+def condition_value(run: Run, key: str) -> tuple[str, str]:
+    """What a legend shows for ``key`` in ``run``, and what is compared between runs to tell whether
+    ``key`` differs.
+
+    The run's resolved config.yaml decides, so runs from different commands agree on a value however
+    they got it (``algo.lr=1e-3`` and SAC's default lr 0.001; ``env=gym env.id=Pendulum-v1`` and
+    ``env=Pendulum-v1``). A group choice shows its name or id; one without either (``network``) shows
+    the override, else ``(default)``, and is compared by its content. A key the config lacks (a run
+    without config.yaml, a deleted key) takes the override's text.
+    """
+    node = _lookup(run.config, key)
+    override = run.overrides.get(key)
+    if node is _MISSING:
+        text = override if override is not None else "(default)"
+        return text, text
+    if isinstance(node, dict):
         for name_key in ("name", "id"):
             if name_key in node:
-                return str(node[name_key])
-        return "(default)"
-    return str(node)
+                return str(node[name_key]), str(node[name_key])
+        shown = override if override is not None else "(default)"
+        return shown, json.dumps(node, sort_keys=True, default=str)
+    return str(node), str(node)
 
 
 def _sort_key(label: str) -> tuple:
@@ -184,19 +222,19 @@ def label_conditions(runs: list[Run], legend: list[str] | None) -> tuple[list[st
     """The condition of each run and the legend's title.
 
     With ``legend``: the entry of each run's LOGDIR. Otherwise the non-seed overrides whose values
-    differ between runs, as ``key=value, key=value`` (with one such key, it is the title and the
-    legend shows its values only); none gives each run's exp_name.
+    (see :func:`condition_value`) differ between runs, as ``key=value, key=value`` (with one such
+    key, it is the title and the legend shows its values only); none gives each run's exp_name.
     """
     if legend:
         return [legend[r.logdir] for r in runs], None
     keys: list[str] = []
     for run in runs:
         keys += [k for k in run.overrides if k not in keys and k not in SEED_KEYS]
-    values = [{k: r.overrides.get(k, config_value(r.config, k)) for k in keys} for r in runs]
-    varying = [k for k in keys if len({v[k] for v in values}) > 1]
+    values = [{k: condition_value(r, k) for k in keys} for r in runs]
+    varying = [k for k in keys if len({v[k][1] for v in values}) > 1]  # keys every run shares: left out
     if not varying:
         return [r.exp_name for r in runs], None
-    labels = [", ".join(f"{k}={v[k]}" for k in varying) for v in values]
+    labels = [", ".join(f"{k}={v[k][0]}" for k in varying) for v in values]
     return labels, varying[0] if len(varying) == 1 else None
 
 
@@ -297,9 +335,18 @@ def iqm_ci(x: Any, level: float) -> tuple[float, float, float]:
     return iqm, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def summary_table(runs: list[Run], labels: list[str], value: str, level: float) -> pd.DataFrame:
-    """One row per condition: the final ``value`` over its runs (mean, std, IQM with a bootstrap CI),
-    the number of runs, and the mean steps, wall time and steps per second."""
+def condition_order(labels: list[str], given: bool) -> list[str]:
+    """The conditions in the order of the legend and the table: as first met when the user ``given``
+    them (``--legend``: the order of the LOGDIRs), else sorted (numbers by value)."""
+    unique = list(dict.fromkeys(labels))
+    return unique if given else sorted(unique, key=_sort_key)
+
+
+def summary_table(
+    runs: list[Run], labels: list[str], value: str, level: float, given: bool = False
+) -> pd.DataFrame:
+    """One row per condition (in :func:`condition_order`): the final ``value`` over its runs (mean,
+    std, IQM with a bootstrap CI), the number of runs, and the mean steps, wall time and steps per second."""
     import numpy as np
     import pandas as pd
 
@@ -307,7 +354,7 @@ def summary_table(runs: list[Run], labels: list[str], value: str, level: float) 
         [{"condition": lab, **final_values(r, value)} for r, lab in zip(runs, labels, strict=True)]
     )
     rows = []
-    for cond in sorted(set(labels), key=_sort_key):
+    for cond in condition_order(labels, given):
         g = per_run[per_run["condition"] == cond]
         finals = g["final"].to_numpy()
         iqm, low, high = iqm_ci(finals, level)
@@ -343,7 +390,11 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 
 def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args: argparse.Namespace) -> Any:
-    """The figure of ``value`` against ``args.xaxis``: a seaborn lineplot, one line per condition."""
+    """The figure of ``value`` against ``args.xaxis``: a seaborn lineplot, one line per condition.
+
+    Every logged point is marked (a one-epoch run is a dot). The legend goes below the axes, its
+    entries wrapped and in columns when short, and the figure grows to hold it; the title is wrapped.
+    """
     import matplotlib.pyplot as plt
     import pandas as pd
     import seaborn as sns
@@ -357,11 +408,12 @@ def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args
         df["Run"] = i
         frames.append(df)
     data = pd.concat(frames, ignore_index=True)
-    hue_order = sorted(data["Condition"].unique(), key=_sort_key)
+    hue_order = condition_order(data["Condition"].tolist(), given=bool(args.legend))
     errorbar = None if args.count else (("ci", args.ci) if args.ci is not None else "sd")
+    points = max(len(run.progress) for run in runs)
     sns.set_theme(style="darkgrid", font_scale=1.2)
     plt.rcParams["text.parse_math"] = False  # names and labels are text: a '$' in exp_name is a dollar sign
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
     sns.lineplot(
         data=data,
         x=args.xaxis,
@@ -373,18 +425,35 @@ def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args
         n_boot=BOOTSTRAP_SAMPLES,
         seed=0,
         ax=ax,
+        marker="o",
+        markersize=6 if points <= MAX_MARKERS else 4,
+        markevery=math.ceil(points / MAX_MARKERS),
     )
     sources = {r.performance_of for r in runs}
     if value == PERFORMANCE and len(sources) == 1:
         ax.set_ylabel(f"{PERFORMANCE} ({sources.pop()})")
     names = sorted({r.exp_name for r in runs})
-    ax.set_title(", ".join(names) if len(names) <= 3 else f"{len(names)} experiments")
-    legend = ax.get_legend()
-    if legend is not None:
-        legend.set_title(title)
+    ax.set_title(wrap(", ".join(names) if len(names) <= 3 else f"{len(names)} experiments"))
     if data[args.xaxis].max() > 5e3:  # Spinning Up's scientific notation for large step counts
         ax.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
-    fig.tight_layout(pad=0.5)
+    legend = ax.get_legend()
+    if legend is not None:  # seaborn's, inside the axes: moved below them
+        handles, texts = legend.legend_handles, [wrap(t.get_text()) for t in legend.get_texts()]
+        legend.remove()
+        widest = max(len(line) for text in texts for line in text.splitlines())
+        columns = max(1, min(len(texts), LEGEND_COLUMNS, LEGEND_WIDTH // (widest + 6)))
+        below = fig.legend(
+            handles,
+            texts,
+            loc="outside lower center",
+            ncol=columns,
+            title=title,
+            fontsize="medium" if widest <= 20 else "small",
+            frameon=False,
+        )
+        fig.draw_without_rendering()
+        height = below.get_window_extent().height / fig.dpi
+        fig.set_size_inches(FIGSIZE[0], FIGSIZE[1] + height)  # the axes keep their height
     return fig
 
 
@@ -432,14 +501,17 @@ def plot(args: argparse.Namespace) -> None:
     for value in args.value:
         fig = draw(runs, labels, title, value, args)
         buf = io.BytesIO()
-        fig.savefig(buf, format=figures[value].suffix.lower()[1:], dpi=150)
+        # tight: the saved image takes in everything drawn, a legend or title wider than the figure too
+        fig.savefig(
+            buf, format=figures[value].suffix.lower()[1:], dpi=150, bbox_inches="tight", pad_inches=0.1
+        )
         atomic_write_bytes(figures[value], buf.getvalue(), exclusive=not args.force)
         print(f"Wrote {figures[value]}")
         if not show:
             plt.close(fig)
         if value in tables:
             level = args.ci if args.ci is not None else 95.0
-            df = summary_table(runs, labels, value, level)
+            df = summary_table(runs, labels, value, level, given=bool(args.legend))
             print(
                 f"\nFinal {value} per condition (last epoch of each run; IQM with a {level:g}% bootstrap CI):"
             )
@@ -463,7 +535,10 @@ def build_parser() -> argparse.ArgumentParser:
         "logdir", nargs="+", help="run or sweep directories, folders above them, or path prefixes"
     )
     parser.add_argument(
-        "--legend", "-l", nargs="*", help="one legend entry per LOGDIR (conditions then follow the LOGDIRs)"
+        "--legend",
+        "-l",
+        nargs="*",
+        help="one legend entry per LOGDIR (conditions then follow the LOGDIRs, in this order)",
     )
     parser.add_argument(
         "--xaxis", "-x", default="TotalEnvInteracts", help="progress.txt column of the x axis"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,13 @@ def png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
     return struct.unpack(">II", data[16:24])
+
+
+def is_figure_png(path: Path) -> bool:
+    """A PNG of plot's figure at 150 dpi: 8 x 5 inches of axes, the legend below them (a row or two),
+    cropped to what is drawn with a small margin."""
+    width, height = png_size(path)
+    return 1150 <= width <= 1250 and 750 <= height <= 950
 
 
 def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -67,7 +75,7 @@ def test_sweep_plot_table_tensorboard_and_provenance(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     image, csv = sweep / "plot_Performance.png", sweep / "summary_Performance.csv"
     assert f"Wrote {image}" in res.stdout and f"Wrote {csv}" in res.stdout
-    assert png_size(image) == (1200, 750) and image.stat().st_size > 20_000  # 8 x 5 inches at 150 dpi
+    assert is_figure_png(image) and image.stat().st_size > 20_000
     table = pd.read_csv(csv)
     assert table["condition"].tolist() == ["algo.lr=0.0003", "algo.lr=0.001"]  # seeds aggregated
     assert table["seeds"].tolist() == [2, 2] and table["steps"].tolist() == [400, 400]
@@ -117,11 +125,18 @@ def test_sweep_plot_table_tensorboard_and_provenance(tmp_path):
         assert prov["git"]["commit"] is None
 
 
-def write_run(run_dir: Path, overrides: list[str], returns: list[float], time_s: float) -> None:
-    """A synthetic run directory: overrides.yaml, config.yaml and a progress.txt with given returns."""
+def write_run(
+    run_dir: Path,
+    overrides: list[str],
+    returns: list[float],
+    time_s: float,
+    config: str = "exp_name: sac_Pendulum-v1\nalgo:\n  name: sac\n",
+) -> None:
+    """A synthetic run directory: overrides.yaml, config.yaml (``config``) and a progress.txt with
+    given returns."""
     run_dir.mkdir(parents=True)
     (run_dir / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    (run_dir / "config.yaml").write_text("exp_name: sac_Pendulum-v1\nalgo:\n  name: sac\n")
+    (run_dir / "config.yaml").write_text(config)
     steps = [1000 * (i + 1) for i in range(len(returns))]
     pd.DataFrame(
         {
@@ -176,7 +191,7 @@ def test_table_numbers_from_synthetic_progress(tmp_path):
     res = run_cli(str(tmp_path / "sweep"), "--select", "lr=0.01", "-y", "AverageEpRet", module="rlexp.plot")
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.count("[sac_Pendulum-v1]") == 4  # one condition left: named by exp_name
-    assert png_size(tmp_path / "sweep" / "plot_AverageEpRet.png") == (1200, 750)
+    assert is_figure_png(tmp_path / "sweep" / "plot_AverageEpRet.png")
 
 
 @pytest.mark.parametrize(
@@ -202,6 +217,113 @@ def test_plot_bad_input_is_one_line(tmp_path, args, fragment):
     assert res.returncode == 2, res.stdout
     assert res.stderr.startswith("rlexp: error: ") and res.stderr.count("\n") == 1, res.stderr
     assert fragment in res.stderr and "Traceback" not in res.stderr
+
+
+def drawn(*argv: str) -> tuple[Any, Any, list[str]]:
+    """The figure rlexp.plot draws for ``argv`` (its first value), its legend (wherever it is) and
+    the legend's entries (lines joined)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rlexp import plot
+
+    args = plot.build_parser().parse_args(list(argv))
+    runs = [r for r in (plot.read_run(p, i) for p, i in plot.find_runs(args.logdir)) if r is not None]
+    labels, title = plot.label_conditions(runs, args.legend)
+    fig = plot.draw(runs, labels, title, args.value[0], args)
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    assert len(legends) == 1
+    return fig, legends[0], [t.get_text().replace("\n", " ") for t in legends[0].get_texts()]
+
+
+def sac_config(exp_name: str, epochs: int, **extra: object) -> str:
+    """A config.yaml as rlexp writes it (the parts plot reads): SAC on Pendulum-v1, lr 1e-3 (its default)."""
+    lines = [f"exp_name: {exp_name}", "algo:", "  name: sac", "  lr: 0.001", f"  epochs: {epochs}"]
+    lines += [f"  {k}: {v}" for k, v in extra.items()]
+    return "\n".join([*lines, "env:", "  id: Pendulum-v1", "  max_ep_len: null", ""])
+
+
+def test_plot_labels_name_only_what_differs_between_commands(tmp_path):
+    """Runs from two different commands: a key set to the value the other run has anyway (algo.lr=1e-3
+    is SAC's default, env=gym env.id=Pendulum-v1 is env=Pendulum-v1) is not a difference."""
+    import matplotlib.pyplot as plt
+
+    write_run(
+        tmp_path / "a",
+        ["algo=sac", "algo.lr=1e-3", "algo.epochs=2", "env=gym", "env.id=Pendulum-v1"],
+        [1.0, 2.0],
+        1.0,
+        sac_config("sac_Pendulum-v1", 2),
+    )
+    write_run(
+        tmp_path / "b",
+        ["algo=sac", "env=Pendulum-v1", "algo.epochs=3", "seed=1"],
+        [1.0, 2.0, 3.0],
+        1.0,
+        sac_config("sac_Pendulum-v1", 3),
+    )
+    fig, legend, entries = drawn(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert entries == ["2", "3"] and legend.get_title().get_text() == "algo.epochs"
+    plt.close(fig)
+
+
+def test_plot_legend_keeps_the_order_given(tmp_path):
+    """-l names the LOGDIRs' conditions in the order given, in the legend and in the table."""
+    import matplotlib.pyplot as plt
+
+    for name in ("a", "b", "c"):
+        write_run(tmp_path / name, [f"seed={ord(name)}"], [1.0, 2.0], 1.0)
+    dirs = [str(tmp_path / n) for n in ("a", "b", "c")]
+    fig, _, entries = drawn(*dirs, "-l", "zeta", "alpha", "10 runs")
+    assert entries == ["zeta", "alpha", "10 runs"]
+    plt.close(fig)
+    res = run_cli(
+        *dirs, "-l", "zeta", "alpha", "10 runs", "--table", str(tmp_path / "t.csv"), module="rlexp.plot"
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert pd.read_csv(tmp_path / "t.csv")["condition"].tolist() == ["zeta", "alpha", "10 runs"]
+
+
+def test_plot_marks_points_so_a_one_epoch_run_shows(tmp_path):
+    import matplotlib.pyplot as plt
+
+    write_run(tmp_path / "long", ["algo.epochs=3"], [1.0, 2.0, 3.0], 1.0)
+    write_run(tmp_path / "one", ["algo.epochs=1"], [5.0], 1.0)
+    fig, _, entries = drawn(str(tmp_path / "long"), str(tmp_path / "one"))
+    assert entries == ["1", "3"]
+    single = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 1]
+    assert len(single) == 1 and single[0].get_xdata()[0] == 1000
+    assert single[0].get_marker() not in ("", " ", "None", None) and single[0].get_markersize() >= 3
+    plt.close(fig)
+
+
+def test_plot_long_labels_keep_the_legend_off_the_axes_and_the_title_whole(tmp_path):
+    """Three runs that differ in six keys, with long experiment names: the legend sits outside the
+    axes (off the data, the ticks and the axis labels), and it and the title lie inside the figure."""
+    import matplotlib.pyplot as plt
+
+    for i in range(3):
+        name = f"a_rather_long_experiment_name_number_{i}"
+        extra = {"batch_size": 100 * (i + 1), "update_after": 1000 * i, "polyak": 0.9 + i / 100}
+        overrides = [f"exp_name={name}", f"algo.epochs={i + 1}", *(f"algo.{k}={v}" for k, v in extra.items())]
+        overrides.append(f"algo.start_steps={10000 + i}")
+        extra["start_steps"] = 10000 + i
+        write_run(tmp_path / str(i), overrides, [1.0] * (i + 1), 1.0, sac_config(name, i + 1, **extra))
+    fig, legend, entries = drawn(*(str(tmp_path / str(i)) for i in range(3)))
+    assert entries[0] == (
+        "exp_name=a_rather_long_experiment_name_number_0, algo.epochs=1, algo.batch_size=100, "
+        "algo.update_after=0, algo.polyak=0.9, algo.start_steps=10000"
+    )
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = legend.get_window_extent(renderer)
+    axes = ax.get_tightbbox(renderer)  # the axes with its ticks, axis labels and title
+    figure = fig.bbox
+    assert not legend.overlaps(axes), (legend, axes)
+    for box in (legend, ax.title.get_window_extent(renderer)):
+        assert figure.x0 <= box.x0 and box.x1 <= figure.x1 and figure.y0 <= box.y0 and box.y1 <= figure.y1
+    plt.close(fig)
 
 
 ISOLATED_TEST_POLICY = """

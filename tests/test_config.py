@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+
 import pytest
 from hydra import compose, initialize_config_dir
 
 import rlexp.__main__ as entry
 from rlexp.algos.ppo import PPOConfig
 from rlexp.config import load_config
+
+from .conftest import ROOT
 
 
 def composed(*overrides: str):
@@ -46,6 +53,7 @@ def test_lr_sets_every_learning_rate_and_unset_keeps_them():
         "Swimmer-v4",
         "HalfCheetah-v5",
         "InvertedPendulum-v4",
+        "LunarLander-v3",
     ],
 )
 def test_env_presets_name_real_envs(env):
@@ -227,6 +235,64 @@ def test_bad_input_ends_with_one_clear_line(cli, tmp_path, overrides, fragment):
     assert len(lines) == 1 and lines[0].startswith("rlexp: error: "), res.stderr
     assert fragment in lines[0], lines[0]
     assert not (run_dir / "config.yaml").exists()  # nothing was written for a rejected run
+
+
+# `python -m rlexp` with one module made unimportable, as if its package were not installed.
+WITHOUT_MODULE = """
+import runpy, sys
+sys.modules[sys.argv.pop(1)] = None
+runpy.run_module("rlexp", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "module,env_id,package,extra",
+    [
+        ("Box2D", "LunarLander-v3", "box2d", "box2d"),
+        ("Box2D", "BipedalWalker-v3", "box2d", "box2d"),
+        ("pygame", "CarRacing-v3", "pygame-ce", "box2d"),
+    ],
+)
+def test_a_missing_optional_package_of_an_env_is_one_line(tmp_path, module, env_id, package, extra):
+    """gymnasium's DependencyNotInstalled (Box2D, pygame) becomes one line naming the package and the
+    pip command; nothing is left in the run directory."""
+    if module != "Box2D" and importlib.util.find_spec("Box2D") is None:
+        pytest.skip("Box2D is not installed either, and CarRacing names it first")
+    run_dir = tmp_path / "run"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_MODULE,
+            module,
+            f"hydra.run.dir={run_dir}",
+            "env=gym",
+            f"env.id={env_id}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"},
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert res.stderr.splitlines() == [
+        f"rlexp: error: env.id={env_id!r} needs the optional package {package}: "
+        f'pip install "gymnasium[{extra}]"'
+    ]
+    assert not run_dir.exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ale_py") is not None, reason="ale-py is installed")
+def test_an_atari_id_without_ale_py_is_one_line(cli, tmp_path):
+    run_dir = tmp_path / "run"
+    res = cli(f"hydra.run.dir={run_dir}", "env=gym", "env.id=ALE/Pong-v5")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert res.stderr.splitlines() == [
+        "rlexp: error: env.id='ALE/Pong-v5' needs the optional package ale-py: "
+        'pip install "gymnasium[atari]"'
+    ]
+    assert not run_dir.exists()
 
 
 def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):

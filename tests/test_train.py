@@ -36,6 +36,13 @@ def test_progress_columns_are_spinning_ups_ppo_keys(tmp_path):
     assert (df["StopIter"] <= 79).all() and (df["KL"].abs() < 0.1).all()
 
 
+def test_lunar_lander_preset_trains(tmp_path):
+    """env=LunarLander-v3 (the README's preset; box2d is a dependency) trains an epoch."""
+    pytest.importorskip("Box2D", reason="box2d has no wheel for this platform or Python")
+    df = train(tmp_path / "run", "env=LunarLander-v3", "algo.epochs=1", "algo.steps_per_epoch=400")
+    assert df["Epoch"].tolist() == [0] and df["TotalEnvInteracts"].tolist() == [400]
+
+
 @pytest.mark.mpi
 def test_two_ranks_on_halfcheetah_as_in_the_readme(tmp_path):
     run_dir = tmp_path / "run"
