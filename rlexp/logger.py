@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,8 @@ class Logger:
         event file beside progress.txt; the step is the row's TotalEnvInteracts, else the row number.
         A resumed log starts a new event file that tells TensorBoard to drop the old file's values
         from the resume point on (they are logged again). Needs ``output_dir``.
+    :param wandb: also send each row to Weights & Biases (:class:`rlexp.wandblog.WandbWriter`, made
+        by rank 0 only; it is a callable so that other ranks never import wandb). Needs ``output_dir``.
     """
 
     def __init__(
@@ -142,6 +145,7 @@ class Logger:
         console: str = "table",
         resume_rows: int | None = None,
         tensorboard: bool = False,
+        wandb: Callable[[], Any] | None = None,
     ) -> None:
         self.active = comm.proc_id() == 0
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -152,6 +156,7 @@ class Logger:
         self.log_current_row: dict[str, Any] = {}
         self.output_file = None
         self.tb_writer: TensorBoardWriter | None = None
+        self.wandb_writer: Any = None
         self.rows = 0
         if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -171,6 +176,8 @@ class Logger:
                     print(colorize(f"Logging data to {path}", "green", bold=True), flush=True)
             if tensorboard:
                 self.tb_writer = TensorBoardWriter(self.output_dir, restart_step)
+            if wandb is not None:
+                self.wandb_writer = wandb()
 
     def _continue(self, path: Path, rows: int) -> int:
         """Open ``path`` for appending after its header and first ``rows`` rows; return the first
@@ -186,9 +193,11 @@ class Logger:
         self.first_row = False
         self.rows = rows
         self.output_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
-        if self.console:
+        if self.console != "quiet":
             dropped = f"; dropped {len(lines) - len(kept)} later rows" if len(lines) > len(kept) else ""
-            print(colorize(f"Continuing {path} after {epochs(rows)}{dropped}", "green", bold=True), flush=True)
+            print(
+                colorize(f"Continuing {path} after {epochs(rows)}{dropped}", "green", bold=True), flush=True
+            )
         if rows > 0 and "TotalEnvInteracts" in self.log_headers:
             last = kept[-1].rstrip("\n").split("\t")[self.log_headers.index("TotalEnvInteracts")]
             try:
@@ -243,6 +252,8 @@ class Logger:
             if self.tb_writer is not None:
                 step = row.get("TotalEnvInteracts", self.rows)
                 self.tb_writer.add_scalars(row, step if step != "" else self.rows)
+            if self.wandb_writer is not None:
+                self.wandb_writer.log(row)
         self.rows += 1
         self.log_current_row.clear()
         self.first_row = False
@@ -256,6 +267,9 @@ class Logger:
         if self.tb_writer is not None:
             self.tb_writer.close()
             self.tb_writer = None
+        if self.wandb_writer is not None:
+            self.wandb_writer.close()
+            self.wandb_writer = None
 
 
 class EpochLogger(Logger):

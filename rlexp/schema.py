@@ -189,6 +189,11 @@ class LoggerConfig:
 
     tensorboard: bool = MISSING
     console: str = MISSING
+    wandb: bool = MISSING
+    wandb_project: str = MISSING
+    wandb_entity: str | None = MISSING
+    wandb_group: str | None = MISSING
+    wandb_tags: list[str] = MISSING
 
     def validate(self) -> None:
         check(

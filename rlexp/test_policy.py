@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> None:
         env, get_action, epoch = load_policy_and_env(
             args.run_dir, args.itr, args.deterministic, render_mode, args.allow_env_import
         )
-        print(f"Loaded the policy saved after {epochs(epoch)} (Epoch {epoch - 1} of progress.txt) of {args.run_dir}")
+        print(
+            f"Loaded the policy saved after {epochs(epoch)} (Epoch {epoch - 1} of progress.txt) of {args.run_dir}"
+        )
         print(
             "Using deterministic actions." if args.deterministic else "Using sampled actions (the default)."
         )

@@ -11,12 +11,13 @@ holds the run directory's training lock while it lives, and exits when its launc
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlexp.stopping import Stopped, StopRequest, report_ready, stop_signals
 
@@ -68,11 +69,20 @@ def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None
             resume_rows=latest[0] if latest else 0,
             tensorboard=cfg.logger.tensorboard,
             console=cfg.logger.console,
+            wandb=functools.partial(_wandb_writer, cfg, run_dir) if cfg.logger.wandb else None,
         )
         try:
             cfg.algo.loop()(cfg, run_dir, logger, stop)
         finally:
             logger.close()
+
+
+def _wandb_writer(cfg: RLExpConfig, run_dir: Path) -> Any:
+    """The run's W&B writer (rank 0; imports wandb only when called)."""
+    from rlexp.config import to_container
+    from rlexp.wandblog import WandbWriter
+
+    return WandbWriter(run_dir, cfg.logger, to_container(cfg), name=run_dir.name)
 
 
 def _ignore_stop_signals() -> None:

@@ -156,7 +156,11 @@ def test_ctrl_c_saves_a_checkpoint_and_the_same_job_continues_it(tmp_path):
     assert proc.returncode == 130, out[-2000:]
     assert "got SIGINT: finishing this epoch and saving a checkpoint" in out
     stopped = max(list_checkpoints(run_dir))
-    assert 1 <= stopped < 150 and f"stopped by SIGINT after {stopped} epoch" in out and ", checkpoint saved" in out
+    assert (
+        1 <= stopped < 150
+        and f"stopped by SIGINT after {stopped} epoch" in out
+        and ", checkpoint saved" in out
+    )
     assert len(pd.read_table(run_dir / "progress.txt")) == stopped
     # Running the same job again (what a requeued SLURM job does) continues it.
     train(run_dir, *args)
