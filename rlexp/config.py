@@ -144,7 +144,21 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
     if "allow_env_import" not in raw:  # a run from before the key; it is a command's choice, not the run's
         raw.allow_env_import = False
+    _add_evaluation_keys(raw)
     return raw
+
+
+def _add_evaluation_keys(raw: DictConfig) -> None:
+    """A run from before the evaluation keys trains on as it did: the off-policy algorithms (which had
+    ``num_test_episodes``) tested after every epoch, the on-policy ones never; none stopped early."""
+    algo = raw.get("algo")
+    if not isinstance(algo, DictConfig) or "test_every" in algo:
+        return
+    algo.test_every = 1 if "num_test_episodes" in algo else 0
+    if "num_test_episodes" not in algo:
+        algo.num_test_episodes = 0
+    if "stop_at_return" not in algo:
+        algo.stop_at_return = None
 
 
 def load_run_config(run_dir: str | Path) -> RLExpConfig:
