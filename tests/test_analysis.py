@@ -306,6 +306,8 @@ def test_test_policy_bad_input_is_one_line(tmp_path):
         ([str(no_ckpt), "--video", str(tmp_path / "v.avi")], "the file must end in .mp4"),
         ([str(no_ckpt), "-n", "0"], "--episodes 0 is out of range"),
         ([str(no_ckpt), "--bogus"], "unrecognized arguments: --bogus"),
+        ([str(no_ckpt), "--best"], f"{no_ckpt} has no best checkpoint (checkpoints/best.pt or .npz)"),
+        ([str(no_ckpt), "--best", "--itr", "2"], "--best and --itr 2 each choose a checkpoint"),
     ]:
         res = run_cli(*args, module="rlexp.test_policy")
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
