@@ -93,14 +93,17 @@ class Run:
 
         return run_score(self.dir, self.config.score)
 
-    def policy(self, epoch: int = -1, deterministic: bool = True, allow_env_import: bool = False) -> Policy:
-        """The policy of the checkpoint after ``epoch`` (-1: the newest).
+    def policy(
+        self, epoch: int = -1, deterministic: bool = True, best: bool = False, allow_env_import: bool = False
+    ) -> Policy:
+        """The policy of the checkpoint after ``epoch`` (-1: the newest), or with ``best`` the one of
+        the best evaluation score (``checkpoints/best.pt``, kept when ``algo.test_every > 0``).
 
         ``allow_env_import``: import a ``module:EnvId`` env's module even from the current directory.
         """
         from rlexp.test_policy import load_learner
 
-        env, learner, to_env, at = load_learner(self.dir, epoch, allow_env_import=allow_env_import)
+        env, learner, to_env, at = load_learner(self.dir, epoch, allow_env_import=allow_env_import, best=best)
         return Policy(env=env, epoch=at, deterministic=deterministic, _learner=learner, _to_env=to_env)
 
     def __repr__(self) -> str:

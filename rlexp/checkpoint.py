@@ -12,6 +12,12 @@ With MPI, rank r > 0 writes its own state (its RNGs, env episode, replay buffer)
 when that file exists. Each checkpoint records the algorithm, backend, env and network that wrote
 it, and loading it into a different run is refused with one line.
 
+When the policy is evaluated (``algo.test_every``), ``best.pt`` (``best.npz``) beside them is the
+checkpoint of the best mean test return so far, written by rank 0 only (the networks are the same on
+every rank) with ``{"epoch", "score"}`` as its loop state, and ``best.json`` says the same in JSON. It
+is never a resume point. A checkpoint whose loop state holds ``finished`` (the reason, a string) ends
+its run: the run reached ``algo.stop_at_return`` and nothing continues it (:func:`finished_reason`).
+
 Both formats are zip archives with a CRC-32 per member. torch's reader does not check them, so every
 checkpoint is verified before it is loaded (:func:`verify_checkpoint`): a file with flipped bytes or
 cut short is refused in one line, never loaded as wrong weights.
@@ -34,11 +40,27 @@ from rlexp.fileio import atomic_write_bytes
 
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^epoch_(\d+)\.(pt|npz)$")
+BEST_NAME = "best"  # checkpoints/best.pt or best.npz: the best evaluation score so far
+BEST_INFO = "best.json"  # checkpoints/best.json: {"epoch": completed epochs, "score": mean test return}
 
 
 def checkpoint_path(run_dir: str | os.PathLike, epoch: int, suffix: str = ".pt") -> Path:
     """Where the checkpoint after ``epoch`` completed epochs lives (.pt: torch, .npz: TensorFlow)."""
     return Path(run_dir) / CHECKPOINT_DIR / f"epoch_{epoch:06d}{suffix}"
+
+
+def best_checkpoint_path(run_dir: str | os.PathLike, suffix: str = ".pt") -> Path:
+    """Where the checkpoint of the best evaluation score lives (.pt: torch, .npz: TensorFlow)."""
+    return Path(run_dir) / CHECKPOINT_DIR / f"{BEST_NAME}{suffix}"
+
+
+def find_best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The run's best-score checkpoint (either backend's format), or None when it has none."""
+    for suffix in (".pt", ".npz"):
+        path = best_checkpoint_path(run_dir, suffix)
+        if path.is_file():
+            return path
+    return None
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> dict[int, Path]:
@@ -108,6 +130,21 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
 
     Checks that the file is readable: a truncated or corrupt checkpoint is an RLExpError.
     """
+    return {k: v for k, v in _read_outline(path).items() if k not in ("learner", "loop")}
+
+
+def finished_reason(path: str | os.PathLike) -> str | None:
+    """Why the run of the checkpoint at ``path`` ended before ``algo.epochs`` as finished (it reached
+    ``algo.stop_at_return``), or None when it did not. Reads neither its arrays nor, to check it,
+    the whole file (a run's last checkpoint can hold gigabytes of replay buffer): call it on a
+    checkpoint that was just written or verified."""
+    reason = _read_outline(path, verify=False).get("loop", {}).get("finished")
+    return None if reason is None else str(reason)
+
+
+def _read_outline(path: str | os.PathLike, verify: bool = True) -> dict[str, Any]:
+    """A checkpoint without its arrays' contents (npz: the JSON skeleton; torch: tensors mapped, not
+    read), after checking that the file is whole (``verify``). Errors are RLExpError."""
     path = Path(path)
     if not path.is_file():
         raise RLExpError(f"checkpoint {path} does not exist")
@@ -120,10 +157,10 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
                 raise ValueError("arrays missing")
         except Exception as exc:
             raise RLExpError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
-        return {k: v for k, v in meta.items() if k not in ("learner", "loop")}
-    verify_checkpoint(path)
-    ckpt = load_torch(path, map_location="cpu", mmap=True)
-    return {k: v for k, v in ckpt.items() if k not in ("learner", "loop")}
+        return meta
+    if verify:
+        verify_checkpoint(path)
+    return load_torch(path, map_location="cpu", mmap=True)
 
 
 def verify_checkpoint(path: str | os.PathLike) -> None:

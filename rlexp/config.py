@@ -160,10 +160,24 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
         raise RLExpError(f"{path} cannot be read: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, DictConfig):
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
+    _add_evaluation_keys(raw)
     # A run from before a top-level key was added: take the key's value from conf/config.yaml (the
     # keys that are added later describe how a run is recorded or scored, not how it trains).
     later = OmegaConf.masked_copy(OmegaConf.load(Path(CONF_DIR) / "config.yaml"), list(LATER_KEYS))
     return OmegaConf.merge(later, raw)  # type: ignore[return-value]
+
+
+def _add_evaluation_keys(raw: DictConfig) -> None:
+    """A run from before the evaluation keys trains on as it did: the off-policy algorithms (which had
+    ``num_test_episodes``) tested after every epoch, the on-policy ones never; none stopped early."""
+    algo = raw.get("algo")
+    if not isinstance(algo, DictConfig) or "test_every" in algo:
+        return
+    algo.test_every = 1 if "num_test_episodes" in algo else 0
+    if "num_test_episodes" not in algo:
+        algo.num_test_episodes = 0
+    if "stop_at_return" not in algo:
+        algo.stop_at_return = None
 
 
 def load_run_config(run_dir: str | Path) -> RLExpConfig:

@@ -5,7 +5,8 @@ before anything is written or any process started: config types and ranges, the 
 the algorithm supports, the backend, and (for ``comm.procs > 1``) the mpiexec executable.
 
 A job whose run directory already holds the same run (a requeued SLURM job, the same
-``hydra.run.dir`` again) continues it from its newest checkpoint, or does nothing if it finished;
+``hydra.run.dir`` again) continues it from its newest checkpoint, or does nothing if it finished (all
+its epochs, or early at ``algo.stop_at_return``: :mod:`rlexp.algos.evaluation`);
 ``resume=RUN_DIR`` does the same for a run named by its directory. A run stopped by SIGINT, SIGTERM,
 SIGHUP or the preemption signal saves a checkpoint first (:mod:`rlexp.stopping`). The run directory
 (claiming it, its records, what may continue in it) is :mod:`rlexp.rundir`'s; starting the MPI ranks
@@ -25,7 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rlexp.checkpoint import latest_checkpoint
+from rlexp.checkpoint import finished_reason, latest_checkpoint
 from rlexp.config import CONFIG_FILE, load_config, register_resolvers
 from rlexp.display import epochs
 from rlexp.errors import RLExpError, report, user_error
@@ -200,6 +201,10 @@ def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str], stop: StopR
     if latest is not None and latest[0] == cfg.algo.epochs:
         print(colorize(f"{run_dir} has finished its {latest[0]} epochs; nothing to do", "green", bold=True))
         return
+    reason = None if latest is None else finished_reason(latest[1])
+    if reason is not None:
+        print(colorize(f"{run_dir} has finished early ({reason}); nothing to do", "green", bold=True))
+        return
     records = {
         name: (run_dir / name).read_bytes()
         for name in (CONFIG_FILE, "config.json")
@@ -232,8 +237,13 @@ def _train(cfg: RLExpConfig, run_dir: Path, stop: StopRequest) -> None:
         run_mpi(cfg, run_dir, stop, allow_env_import)
     signum = stop.signum
     latest = latest_checkpoint(run_dir)
-    if signum is not None and latest is not None and latest[0] < cfg.algo.epochs:
-        raise Stopped(signum, latest[0])
+    reason = None
+    if latest is not None and latest[0] < cfg.algo.epochs:  # it reached algo.stop_at_return, or a signal
+        reason = finished_reason(latest[1])
+        if reason is None and signum is not None:
+            raise Stopped(signum, latest[0])
     print(colorize(f"Run finished: {run_dir}", "green", bold=True))
+    if reason is not None:
+        print(f"  early:       {reason}")
     print(f"  plot it:     python -m rlexp.plot {run_dir}")
     print(f"  watch it:    python -m rlexp.test_policy {run_dir}")

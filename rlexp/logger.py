@@ -223,6 +223,10 @@ class Logger:
             raise KeyError(f"You already set {key} this iteration. Maybe you forgot to call dump_tabular()")
         self.log_current_row[key] = val
 
+    def current(self, key: str) -> Any:
+        """The value of ``key`` in the row being filled (None before it is logged); every rank has it."""
+        return self.log_current_row.get(key)
+
     def save_config(self, config: dict[str, Any]) -> None:
         """Write config.json (rank 0 only); see :func:`save_config`."""
         if self.active and self.output_dir is not None:

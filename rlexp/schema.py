@@ -125,6 +125,14 @@ class AlgoConfig:
     and the subclass names its statistics and its learner per backend.
 
     ``lr``, when set, replaces every learning rate named in ``LR_KEYS`` (see :func:`rlexp.config.apply_lr`).
+
+    Evaluation (both families, :mod:`rlexp.algos.evaluation`): after every ``test_every``-th epoch
+    (0: never) the policy plays ``num_test_episodes`` episodes with its deterministic action (the
+    mean, or the most likely action), split across ranks, in a test env of its own; their returns
+    are the TestEpRet columns, the best pooled mean so far keeps its checkpoint
+    (``checkpoints/best.pt``). ``stop_at_return``, when set, ends the run as finished after the first
+    epoch whose score reaches it: the mean test return when the policy is evaluated (on evaluation
+    epochs only), else the epoch's mean training return (AverageEpRet).
     """
 
     NAME: ClassVar[str] = ""  # the id of algo=NAME and of the preset's ``name`` key
@@ -139,6 +147,14 @@ class AlgoConfig:
     gamma: float = MISSING
     lr: float | None = MISSING
     save_freq: int = MISSING
+    num_test_episodes: int = MISSING
+    test_every: int = MISSING
+    stop_at_return: float | None = MISSING
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the policy plays test episodes (``test_every`` and ``num_test_episodes`` both > 0)."""
+        return self.test_every > 0 and self.num_test_episodes > 0
 
     def validate(self, procs: int) -> None:
         n = self.name
@@ -150,6 +166,18 @@ class AlgoConfig:
         )
         check(0.0 < self.gamma <= 1.0, f"algo.gamma={self.gamma} is out of range for {n}; use 0 < gamma <= 1")
         check(self.save_freq >= 1, f"algo.save_freq={self.save_freq} is out of range; use an integer >= 1")
+        check(
+            self.test_every >= 0,
+            f"algo.test_every={self.test_every} is out of range; use an integer >= 0 (0: no test episodes)",
+        )
+        check(
+            self.num_test_episodes >= 0,
+            f"algo.num_test_episodes={self.num_test_episodes} is out of range; use an integer >= 0",
+        )
+        check(
+            self.stop_at_return is None or math.isfinite(self.stop_at_return),
+            f"algo.stop_at_return={self.stop_at_return} is out of range; use a finite number or null (never stop early)",
+        )
         for key in ("lr", *self.LR_KEYS):  # lr first: apply_lr has copied it into the others
             value = getattr(self, key)
             if value is not None:

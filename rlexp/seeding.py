@@ -9,7 +9,7 @@ provenance.json:
 
 - ``env``: the training env's resets (its first reset is seeded; later resets continue its stream);
 - ``action_space``: the env's action-space sampler (the off-policy loop's random warm-up actions);
-- ``test_env``: the off-policy loop's test env;
+- ``test_env``: the test env of evaluation (:mod:`rlexp.algos.evaluation`, both loops);
 - ``init``: the networks' initial weights (then copied from rank 0, so only rank 0's count);
 - ``acting``: the policy's randomness while acting (on-policy action sampling, off-policy exploration
   noise), a numpy Generator held by the learner;

@@ -1,8 +1,9 @@
 """``python -m rlexp.test_policy RUN_DIR [options]`` (``rlexp-test-policy``): run a trained policy.
 
 Spinning Up's ``test_policy`` for rlexp runs of either backend. The environment and the policy are
-rebuilt from RUN_DIR/config.yaml and a checkpoint (``checkpoints/epoch_N.pt`` or ``.npz``), never from
-pickled objects, so a custom env works whenever its id can be made. Each episode's return and length
+rebuilt from RUN_DIR/config.yaml and a checkpoint (``checkpoints/epoch_N.pt`` or ``.npz``, or with
+``--best`` the checkpoint of the best evaluation score, ``checkpoints/best.pt`` or ``.npz``), never
+from pickled objects, so a custom env works whenever its id can be made. Each episode's return and length
 are printed, then a summary (mean, std, max, min) in the logger's table.
 
 ``--deterministic`` acts with the policy's mean (Gaussian policies, SAC's tanh of the mean) or most
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlexp.checkpoint import list_checkpoints
+from rlexp.checkpoint import find_best_checkpoint, list_checkpoints
 from rlexp.display import epochs, has_display
 from rlexp.errors import RLExpError, argument_parser, report
 from rlexp.fileio import atomic_output, drop_current_dir
@@ -41,15 +42,18 @@ def load_learner(
     itr: int = -1,
     render_mode: str | None = None,
     allow_env_import: bool = False,
+    best: bool = False,
 ) -> tuple[Any, Learner, Callable[[Any], Any], int]:
     """(env, learner, to_env, epoch) of a run: its env, its learner restored from a checkpoint, the map
-    from the learner's action to what ``env.step`` takes, and the epoch of that checkpoint.
+    from the learner's action to what ``env.step`` takes, and the epoch of that checkpoint (completed
+    epochs).
 
     :param run_dir: an rlexp run directory (config.yaml + checkpoints/).
     :param itr: which checkpoint, by completed epochs; -1 takes the last one.
     :param render_mode: passed to ``gymnasium.make`` (``"human"``, ``"rgb_array"`` or None).
     :param allow_env_import: import the module of a ``module:EnvId`` env id in the run's config even
         from the current directory (that runs its code); installed packages are importable anyway.
+    :param best: load the checkpoint of the best evaluation score instead (``itr`` is not used).
     """
     from rlexp.config import CONFIG_FILE, load_run_config
     from rlexp.envs import make_env
@@ -61,18 +65,27 @@ def load_learner(
         raise RLExpError(
             f"{run_dir} is not an rlexp run directory (no {CONFIG_FILE}); give the directory of one run"
         )
-    ckpts = list_checkpoints(run_dir)
-    if not ckpts:
-        raise RLExpError(
-            f"{run_dir} has no checkpoint (checkpoints/epoch_N.pt or .npz); it is written every "
-            "algo.save_freq epochs and after the last one"
-        )
-    epoch = max(ckpts) if itr < 0 else itr
-    if epoch not in ckpts:
-        raise RLExpError(
-            f"--itr {itr}: no checkpoint saved after {epochs(itr)}; available (epochs done): "
-            f"{', '.join(map(str, ckpts))}"
-        )
+    if best:
+        path = find_best_checkpoint(run_dir)
+        if path is None:
+            raise RLExpError(
+                f"{run_dir} has no best checkpoint (checkpoints/best.pt or .npz); it is written when the "
+                "policy is evaluated (algo.test_every > 0 and algo.num_test_episodes > 0)"
+            )
+    else:
+        ckpts = list_checkpoints(run_dir)
+        if not ckpts:
+            raise RLExpError(
+                f"{run_dir} has no checkpoint (checkpoints/epoch_N.pt or .npz); it is written every "
+                "algo.save_freq epochs and after the last one"
+            )
+        epoch = max(ckpts) if itr < 0 else itr
+        if epoch not in ckpts:
+            raise RLExpError(
+                f"--itr {itr}: no checkpoint saved after {epochs(itr)}; available (epochs done): "
+                f"{', '.join(map(str, ckpts))}"
+            )
+        path = ckpts[epoch]
     cfg = load_run_config(run_dir)
     cfg.comm.procs = 1
     prepare_backend(cfg)
@@ -80,7 +93,7 @@ def load_learner(
     learner: Learner = cfg.algo.learner_class(cfg.backend.name)(
         env.observation_space, env.action_space, cfg, RankSeeds(cfg.seed)
     )
-    learner.load(ckpts[epoch])
+    epoch = int(learner.load(path)["epoch"])
     return env, learner, cfg.algo.env_action(env.action_space), epoch
 
 
@@ -90,6 +103,7 @@ def load_policy_and_env(
     deterministic: bool = False,
     render_mode: str | None = None,
     allow_env_import: bool = False,
+    best: bool = False,
 ) -> tuple[Any, Policy, int]:
     """(env, get_action, epoch) of a run, as Spinning Up's function of that name.
 
@@ -97,7 +111,7 @@ def load_policy_and_env(
     The other parameters are :func:`load_learner`'s. ``get_action`` maps one observation to the
     action ``env.step`` takes.
     """
-    env, learner, to_env, epoch = load_learner(run_dir, itr, render_mode, allow_env_import)
+    env, learner, to_env, epoch = load_learner(run_dir, itr, render_mode, allow_env_import, best)
 
     def get_action(obs: np.ndarray) -> Any:
         return to_env(learner.act(obs, deterministic=deterministic))
@@ -218,6 +232,11 @@ def build_parser() -> Any:
         "--itr", "-i", type=int, default=-1, help="checkpoint to load, by completed epochs (-1: the last)"
     )
     parser.add_argument(
+        "--best",
+        action="store_true",
+        help="load the checkpoint of the best evaluation score (checkpoints/best.pt; see algo.test_every)",
+    )
+    parser.add_argument(
         "--deterministic",
         "-d",
         action="store_true",
@@ -250,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
             raise RLExpError(f"--episodes {args.episodes} is out of range; play at least 1 episode")
         if args.len < 0:
             raise RLExpError(f"--len {args.len} is out of range; use 0 (the env's limit) or more steps")
+        if args.best and args.itr != -1:
+            raise RLExpError(f"--best and --itr {args.itr} each choose a checkpoint; give one of them")
         if args.fps is not None and args.fps <= 0:
             raise RLExpError(f"--fps {args.fps:g} is out of range; use a frame rate > 0")
         video_path = Path(args.video) if args.video else None
@@ -266,11 +287,10 @@ def main(argv: list[str] | None = None) -> None:
         else:
             render_mode = "human" if not args.norender and has_display() else None
         env, get_action, epoch = load_policy_and_env(
-            args.run_dir, args.itr, args.deterministic, render_mode, args.allow_env_import
+            args.run_dir, args.itr, args.deterministic, render_mode, args.allow_env_import, args.best
         )
-        print(
-            f"Loaded the policy saved after {epochs(epoch)} (Epoch {epoch - 1} of progress.txt) of {args.run_dir}"
-        )
+        which = "the best evaluated policy" if args.best else "the policy"
+        print(f"Loaded {which}, saved after {epochs(epoch)}, of {args.run_dir}")
         print(
             "Using deterministic actions." if args.deterministic else "Using sampled actions (the default)."
         )

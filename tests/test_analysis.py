@@ -360,7 +360,7 @@ def test_torch_policy_deterministic_and_video(tmp_path):
 
     det = play(run_dir, "-n", "2", "-l", "15", "-d")
     assert det.returncode == 0, det.stderr[-2000:]
-    assert f"Loaded the policy saved after 2 epochs (Epoch 1 of progress.txt) of {run_dir}" in det.stdout
+    assert f"Loaded the policy, saved after 2 epochs, of {run_dir}" in det.stdout
     assert "Using deterministic actions." in det.stdout and "imported: ['torch']" in det.stdout
     assert "AverageEpRet" in det.stdout and "MinEpRet" in det.stdout and "StdEpRet" in det.stdout
     det_eps = episodes(det.stdout)
@@ -428,6 +428,8 @@ def test_test_policy_bad_input_is_one_line(tmp_path):
         ([str(no_ckpt), "--video", str(tmp_path / "v.avi")], "the file must end in .mp4"),
         ([str(no_ckpt), "-n", "0"], "--episodes 0 is out of range"),
         ([str(no_ckpt), "--bogus"], "unrecognized arguments: --bogus"),
+        ([str(no_ckpt), "--best"], f"{no_ckpt} has no best checkpoint (checkpoints/best.pt or .npz)"),
+        ([str(no_ckpt), "--best", "--itr", "2"], "--best and --itr 2 each choose a checkpoint"),
     ]:
         res = run_cli(*args, module="rlexp.test_policy")
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr

@@ -75,6 +75,8 @@ SPINNING_UP_DEFAULTS = {
         train_v_iters=80,
         lam=0.97,
         save_freq=10,
+        test_every=0,  # no test episodes: Spinning Up's on-policy progress.txt
+        stop_at_return=None,
     ),
     "trpo": dict(
         steps_per_epoch=4000,
@@ -90,6 +92,8 @@ SPINNING_UP_DEFAULTS = {
         lam=0.97,
         save_freq=10,
         variant="trpo",
+        test_every=0,
+        stop_at_return=None,
     ),
     "ddpg": dict(
         steps_per_epoch=4000,
@@ -105,6 +109,8 @@ SPINNING_UP_DEFAULTS = {
         update_every=50,
         act_noise=0.1,
         num_test_episodes=10,
+        test_every=1,  # test episodes after every epoch, as Spinning Up
+        stop_at_return=None,
         save_freq=1,
     ),
     "td3": dict(
@@ -124,6 +130,8 @@ SPINNING_UP_DEFAULTS = {
         noise_clip=0.5,
         policy_delay=2,
         num_test_episodes=10,
+        test_every=1,  # test episodes after every epoch, as Spinning Up
+        stop_at_return=None,
         save_freq=1,
     ),
     "sac": dict(
@@ -139,6 +147,8 @@ SPINNING_UP_DEFAULTS = {
         update_after=1000,
         update_every=50,
         num_test_episodes=10,
+        test_every=1,  # test episodes after every epoch, as Spinning Up
+        stop_at_return=None,
         save_freq=1,
         autotune_alpha=False,
     ),
@@ -222,6 +232,13 @@ BAD_INPUTS = [
     (["algo=sac", "env=Pendulum-v1", "algo.lr=null"], "algo.lr is required for sac"),
     (["algo=ddpg", "env=Pendulum-v1", "algo.q_lr=0"], "algo.q_lr=0.0 is out of range for ddpg"),
     (["backend.device=gpu"], "backend.device='gpu' is unknown; use cpu, cuda, cuda:N or auto"),
+    (["algo.test_every=-1"], "algo.test_every=-1 is out of range; use an integer >= 0 (0: no test episodes)"),
+    (["algo.num_test_episodes=-2"], "algo.num_test_episodes=-2 is out of range; use an integer >= 0"),
+    (
+        ["algo=sac", "env=Pendulum-v1", "algo.num_test_episodes=-1"],
+        "algo.num_test_episodes=-1 is out of range",
+    ),
+    (["algo.stop_at_return=inf"], "algo.stop_at_return=inf is out of range; use a finite number or null"),
 ]
 
 

@@ -175,14 +175,22 @@ def test_resume_with_two_ranks_is_exact(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     train(whole, *args)
     cut_back(whole, part, 2)
+    # best.pt (rank 0's policy of the best test score so far, with best.json) is no resume point
     assert sorted(p.name for p in (part / "checkpoints").iterdir()) == [
+        "best.json",
+        "best.pt",
         "epoch_000002.pt",
         "epoch_000002.rank1.pt",
     ]
     res = run_cli(f"resume={part}")
     assert res.returncode == 0, res.stderr[-3000:]
     assert_same_run(whole, part)
+    assert (part / "checkpoints" / "best.json").read_text() == (
+        whole / "checkpoints" / "best.json"
+    ).read_text()
     assert sorted(p.name for p in (part / "checkpoints").iterdir()) == [
+        "best.json",
+        "best.pt",
         "epoch_000002.pt",
         "epoch_000002.rank1.pt",
         "epoch_000003.pt",

@@ -1,11 +1,14 @@
-"""What both training loops do around the algorithm: resume, time, log the end of each epoch,
-checkpoint, and stop on a signal.
+"""What both training loops do around the algorithm: resume, time, evaluate, log the end of each
+epoch, checkpoint, and stop on a signal or at a return.
 
 A loop builds its env and learner, then a :class:`Bookkeeping`, which loads the newest checkpoint of
-the run directory into the learner (if there is one) and hands the loop its own saved state. Each
-epoch the loop logs its own columns (Epoch, EpRet, ..., TotalEnvInteracts, as in Spinning Up) and
-calls :meth:`Bookkeeping.end_epoch`, which logs the rest of the row; when that says a checkpoint is
-due, the loop passes its state to :meth:`Bookkeeping.checkpoint`.
+the run directory into the learner (if there is one), hands the loop its own saved state and builds
+the run's :class:`rlexp.algos.evaluation.Evaluation`. Each epoch the loop calls
+``book.evaluation.test`` after its updates, logs its own columns (Epoch, EpRet, ...,
+TotalEnvInteracts, as in Spinning Up; the episode columns through ``book.evaluation.log_returns``)
+and calls :meth:`Bookkeeping.end_epoch`, which logs the rest of the row; when that says a checkpoint
+is due, the loop passes its state to :meth:`Bookkeeping.checkpoint`, and it ends once
+:attr:`Bookkeeping.finished` says so.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import rlexp.comm as comm
+from rlexp.algos.evaluation import Evaluation
 from rlexp.algos.learner import Learner
 from rlexp.checkpoint import checkpoint_path, latest_checkpoint, prune_checkpoints, rank_path
 from rlexp.errors import RLExpError
 from rlexp.logger import EpochLogger
 from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
 from rlexp.stopping import Stopped, StopRequest
 from rlexp.timing import EpochTimer
 
@@ -28,12 +33,14 @@ from rlexp.timing import EpochTimer
 class Bookkeeping:
     """One rank's run around its loop: the checkpoint it starts from, its clock, its epoch rows and checkpoints.
 
-    :param cfg: the run's config (``algo.epochs``, ``algo.save_freq`` and the learner's statistics).
+    :param cfg: the run's config (``algo.epochs``, ``algo.save_freq``, the evaluation keys and the
+        learner's statistics).
     :param run_dir: where checkpoints are read and written.
     :param logger: the run's logger.
     :param stop: the stop request, checked (with all ranks) once per epoch.
     :param learner: the learner that checkpoints load into and save from.
     :param envs: closed after the last epoch, or when a stop ends the run.
+    :param seeds: this rank's random streams (the evaluation's test env uses ``test_env``).
     :param keep: how many checkpoints to keep (None: all).
     """
 
@@ -45,11 +52,14 @@ class Bookkeeping:
         stop: StopRequest,
         learner: Learner,
         envs: Sequence[Any],
+        seeds: RankSeeds,
         keep: int | None = None,
     ) -> None:
         self.cfg, self.run_dir, self.logger, self.stop = cfg, run_dir, logger, stop
         self.learner, self.envs, self.keep = learner, envs, keep
         self.stopping = False
+        #: why the run ended before algo.epochs as finished (it reached algo.stop_at_return), else None
+        self.finished: str | None = None
         #: the loop's state from the newest checkpoint (None: a new run), already loaded into the learner
         self.loop_state: dict[str, Any] | None = restore_checkpoint(learner, run_dir)
         #: epochs completed before this process started
@@ -57,13 +67,17 @@ class Bookkeeping:
         elapsed = 0.0 if self.loop_state is None else float(self.loop_state["time"])
         self.start = time.time() - elapsed
         self.timer = EpochTimer(cfg.algo.epochs, self.first_epoch)
+        #: test episodes, the best checkpoint and the return that ends the run
+        self.evaluation = Evaluation(cfg, run_dir, learner, logger, seeds, self.loop_state)
 
     def end_epoch(self, done: int, env_steps: int) -> bool:
         """Log the learner's statistics, Time and the throughput columns, write the row; return whether
         a checkpoint is due after these ``done`` epochs (``env_steps``: this epoch's, all ranks).
 
-        A checkpoint is due every ``save_freq`` epochs, after the last epoch, and after the epoch in
-        which any rank got a stop signal (all ranks agree on that: a collective).
+        A checkpoint is due every ``save_freq`` epochs, after the last epoch, after the epoch in
+        which any rank got a stop signal, and after the epoch whose score reached
+        ``algo.stop_at_return`` (all ranks agree on both: collectives). A new best evaluation score
+        writes the best checkpoint here.
         """
         logger, algo = self.logger, self.cfg.algo
         for key, min_max in algo.stats():
@@ -72,19 +86,29 @@ class Bookkeeping:
         self.timer.log(logger, done, env_steps)
         logger.dump_tabular()
         self.timer.progress(logger)
-        self.stopping = self.stop.agreed() and done < algo.epochs
-        return done % algo.save_freq == 0 or done == algo.epochs or self.stopping
+        self.finished = self.evaluation.end_epoch(done)
+        self.stopping = self.stop.agreed() and done < algo.epochs and self.finished is None
+        return done % algo.save_freq == 0 or done == algo.epochs or self.stopping or self.finished is not None
 
     def checkpoint(self, done: int, loop_state: dict[str, Any]) -> None:
         """Save the learner and ``loop_state`` as the checkpoint after ``done`` epochs (every rank).
 
-        Raises :class:`Stopped` when a stop signal ended the run here.
+        Raises :class:`Stopped` when a stop signal ended the run here. A run that reached
+        ``algo.stop_at_return`` records why in this checkpoint (``finished``): nothing continues it.
         """
-        state = {"epoch": done, "time": time.time() - self.start, **loop_state}
+        state = {
+            "epoch": done,
+            "time": time.time() - self.start,
+            **self.evaluation.state_dict(),
+            **loop_state,
+        }
+        if self.finished is not None:
+            state["finished"] = self.finished
         save_checkpoint(self.learner, self.run_dir, done, state, keep=self.keep)
-        if self.stopping or done == self.cfg.algo.epochs:
+        if self.stopping or self.finished is not None or done == self.cfg.algo.epochs:
             for env in self.envs:
                 env.close()
+            self.evaluation.close()
         if self.stopping:
             raise Stopped(self.stop.signum or 0, done)
 

@@ -18,6 +18,10 @@ gymnasium's ``terminated`` is the only terminal signal stored; a time-limit trun
 Resume: as in the on-policy loop, a checkpoint after ``save_freq`` epochs, the last epoch and a stop
 signal's epoch; it also holds each rank's replay buffer and sampling RNG, the step counter and the
 test env's RNG. Every rank writes its own part (see :mod:`rlexp.checkpoint`).
+
+Test episodes (Spinning Up's ``num_test_episodes`` after every epoch: ``algo.test_every = 1``), the
+best checkpoint and ``algo.stop_at_return`` are the same as in the on-policy loop:
+:mod:`rlexp.algos.evaluation`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import gymnasium as gym
 from gymnasium import spaces
 from omegaconf import MISSING
 
@@ -35,7 +38,7 @@ import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OffPolicyLearner
 from rlexp.buffers import ReplayBuffer
-from rlexp.envs import ActionScaler, EpisodeRecorder, make_env, rng_state, set_rng_state
+from rlexp.envs import ActionScaler, EpisodeRecorder, make_env
 from rlexp.errors import check, check_at_least
 from rlexp.logger import EpochLogger
 from rlexp.schema import AlgoConfig, RLExpConfig
@@ -45,7 +48,7 @@ from rlexp.stopping import StopRequest
 
 @dataclass
 class OffPolicyConfig(AlgoConfig):
-    """Keys of the off-policy family (DDPG, TD3, SAC): replay, exploration, targets, tests.
+    """Keys of the off-policy family (DDPG, TD3, SAC): replay, exploration, targets.
 
     It trains with this module's loop, on Box actions with finite bounds.
     """
@@ -59,7 +62,6 @@ class OffPolicyConfig(AlgoConfig):
     start_steps: int = MISSING
     update_after: int = MISSING
     update_every: int = MISSING
-    num_test_episodes: int = MISSING
     keep_checkpoints: int | None = MISSING
 
     def validate(self, procs: int) -> None:
@@ -81,7 +83,7 @@ class OffPolicyConfig(AlgoConfig):
             self.batch_size <= self.replay_size,
             f"algo.batch_size={self.batch_size} is larger than algo.replay_size={self.replay_size}",
         )
-        check_at_least(self, start_steps=0, update_after=0, update_every=1, num_test_episodes=0)
+        check_at_least(self, start_steps=0, update_after=0, update_every=1)
         check(
             self.keep_checkpoints is None or self.keep_checkpoints >= 1,
             f"algo.keep_checkpoints={self.keep_checkpoints} is out of range; use >= 1 or null (keep all)",
@@ -97,21 +99,6 @@ class OffPolicyConfig(AlgoConfig):
         return ActionScaler(act_space).to_env
 
 
-def test_agent(
-    env: gym.Env, learner: OffPolicyLearner, scaler: ActionScaler, episodes: int, logger: EpochLogger
-) -> None:
-    """Run ``episodes`` episodes with the deterministic policy; store TestEpRet and TestEpLen."""
-    for _ in range(episodes):
-        o, _ = env.reset()
-        done, ep_ret, ep_len = False, 0.0, 0
-        while not done:
-            o, r, terminated, truncated, _ = env.step(scaler.to_env(learner.act(o, deterministic=True)))
-            ep_ret += float(r)
-            ep_len += 1
-            done = terminated or truncated
-        logger.store(TestEpRet=ep_ret, TestEpLen=ep_len)
-
-
 def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
     """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``.
 
@@ -122,7 +109,6 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     rank, size = comm.proc_id(), comm.num_procs()
     seeds = RankSeeds(cfg.seed, rank)
     env = make_env(cfg.env, seeds["env"], seeds["action_space"], cfg.allow_env_import)
-    test_env = make_env(cfg.env, seeds["test_env"], allow_env_import=cfg.allow_env_import)
     learner: OffPolicyLearner = algo.learner_class(cfg.backend.name)(
         env.observation_space, env.action_space, cfg, seeds
     )
@@ -132,10 +118,11 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     start_steps, update_after = algo.start_steps // size, algo.update_after // size
     batch_size = algo.batch_size // size
     replay = ReplayBuffer(env.observation_space.shape[0], learner.act_dim, algo.replay_size // size)
-    test_episodes = len(range(rank, algo.num_test_episodes, size))  # this rank's share
 
     episode = EpisodeRecorder(env)
-    book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env, test_env], keep=algo.keep_checkpoints)
+    book = Bookkeeping(
+        cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds, keep=algo.keep_checkpoints
+    )
     state = book.loop_state
     if state is None:
         t, o = 0, episode.reset(seed=seeds["env"])
@@ -143,7 +130,6 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         t = int(state["t"])
         replay.load_state_dict(state["replay"])
         rng.bit_generator.state = state["replay_rng"]
-        set_rng_state(test_env, state["test_env_rng"])
         o = episode.load_state_dict(state["episode"])
     timer = book.timer
     for epoch in range(book.first_epoch + 1, algo.epochs + 1):
@@ -164,20 +150,18 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                     for _ in range(algo.update_every):
                         logger.store(**learner.update(replay.sample_batch(batch_size, rng)))
 
-        test_agent(test_env, learner, scaler, test_episodes, logger)
+        book.evaluation.test(epoch)
 
         logger.log_tabular("Epoch", epoch)
-        logger.log_tabular("EpRet", with_min_and_max=True)
-        logger.log_tabular("TestEpRet", with_min_and_max=True)
-        logger.log_tabular("EpLen", average_only=True)
-        logger.log_tabular("TestEpLen", average_only=True)
+        book.evaluation.log_returns()  # EpRet, TestEpRet, EpLen, TestEpLen
         logger.log_tabular("TotalEnvInteracts", t * size)
         if book.end_epoch(epoch, local_steps * size):
             loop_state = {
                 "t": t,
                 "replay": replay.state_dict(),
                 "replay_rng": rng.bit_generator.state,
-                "test_env_rng": rng_state(test_env),
                 "episode": episode.state_dict(o),
             }
             book.checkpoint(epoch, loop_state)
+        if book.finished:
+            break

@@ -1,5 +1,5 @@
 """The on-policy family (VPG, TRPO, PPO): its config keys, and the loop that trains them all:
-collect -> GAE -> update -> log -> checkpoint.
+collect -> GAE -> update -> test (when due) -> log -> checkpoint.
 
 The loop is backend-agnostic: the learner holds all the math; the loop only sees numpy arrays. Each
 rank collects ``steps_per_epoch // procs`` steps per epoch in its own env.
@@ -14,6 +14,10 @@ after the epoch in which a stop signal arrived (:mod:`rlexp.stopping`). It holds
 optimizers, RNGs) and this loop's state: the epoch, the episode in progress (replayed exactly on
 resume, see :class:`rlexp.envs.EpisodeRecorder`) and the elapsed time. A run that starts in a
 directory with a checkpoint continues after it and gives the same numbers as if it had not stopped.
+
+Evaluation (deterministic test episodes every ``algo.test_every`` epochs, off by default here: 0), the
+best checkpoint and ``algo.stop_at_return`` are the same as in the off-policy loop:
+:mod:`rlexp.algos.evaluation`.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     buf = GAEBuffer(obs_dim, *action_dims(env.action_space), local_steps, algo.gamma, algo.lam)
 
     episode = EpisodeRecorder(env)
-    book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env])
+    book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds)
     state = book.loop_state
     o = episode.reset(seed=seeds["env"]) if state is None else episode.load_state_dict(state["episode"])
     timer = book.timer
@@ -116,11 +120,13 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                         o = episode.reset()
         with timer.phase("update"):
             logger.store(**learner.update(buf.get()))
+        book.evaluation.test(epoch + 1)
 
         logger.log_tabular("Epoch", epoch)
-        logger.log_tabular("EpRet", with_min_and_max=True)
-        logger.log_tabular("EpLen", average_only=True)
+        book.evaluation.log_returns()  # EpRet, EpLen (and TestEpRet, TestEpLen when evaluating)
         logger.log_tabular("VVals", with_min_and_max=True)
         logger.log_tabular("TotalEnvInteracts", (epoch + 1) * local_steps * size)
         if book.end_epoch(epoch + 1, local_steps * size):
             book.checkpoint(epoch + 1, {"episode": episode.state_dict(o)})
+        if book.finished:
+            break
