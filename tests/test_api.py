@@ -167,3 +167,41 @@ def test_an_optuna_sweep_checks_its_space_before_any_trial(tmp_path, space, frag
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert fragment in res.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "s").exists()
+
+
+def test_the_readmes_custom_env_recipe(tmp_path):
+    # README "Your own environment": a module that registers an env, used by id, then by a preset
+    # (here in a folder on hydra.searchpath instead of conf/env/, to leave the checkout alone).
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyPendulum-v0', entry_point='gymnasium.envs.classic_control:PendulumEnv',"
+        " max_episode_steps=200)\n"
+    )
+    readme = (ROOT / "README.md").read_text()
+    preset = readme.split("cat > conf/env/MyPendulum-v0.yaml <<'YAML'\n")[1].split("YAML\n")[0]
+    (tmp_path / "conf" / "env").mkdir(parents=True)
+    (tmp_path / "conf" / "env" / "MyPendulum-v0.yaml").write_text(preset)
+    env = {"PYTHONPATH": str(tmp_path)}
+    short = ("algo.epochs=1", "algo.steps_per_epoch=200", "algo.start_steps=100", "algo.update_after=100")
+    by_id = run_cli(
+        "algo=sac",
+        "env=gym",
+        "env.id=my_envs:MyPendulum-v0",
+        "+env.kwargs.g=9.81",
+        *short,
+        f"hydra.run.dir={tmp_path / 'a'}",
+        env=env,
+    )
+    assert by_id.returncode == 0, by_id.stderr[-3000:]
+    by_preset = run_cli(
+        "algo=sac",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        "env=MyPendulum-v0",
+        *short,
+        f"hydra.run.dir={tmp_path / 'b'}",
+        env=env,
+    )
+    assert by_preset.returncode == 0, by_preset.stderr[-3000:]
+    config = yaml.safe_load((tmp_path / "b" / "config.yaml").read_text())
+    assert config["env"] == {"id": "my_envs:MyPendulum-v0", "max_ep_len": 100, "kwargs": {"g": 9.81}}
+    assert pd.read_table(tmp_path / "b" / "progress.txt")["EpLen"].iloc[0] == 100
