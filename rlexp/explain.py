@@ -77,6 +77,8 @@ def user_message(exc: BaseException) -> str | None:
         return _unknown_key(cause)
     if isinstance(exc, ConfigCompositionException) and isinstance(cause, OmegaConfBaseException):
         return explain_error(cause)
+    if isinstance(exc, HydraException) and isinstance(exc.__cause__, RLExpError):
+        return str(exc.__cause__)  # raised while Hydra instantiated one of rlexp's plugins (a sweeper)
     if isinstance(exc, HydraException):
         return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     if isinstance(exc, OmegaConfBaseException):

@@ -160,6 +160,7 @@ def test_an_optuna_sweep_optimises_the_jobs_scores(tmp_path):
         ("algo.lr=interval(-1,1e-2)", "sweep edge trial 0 (algo.lr=-1.0): algo.lr=-1.0 is out of range"),
         ("seed=0", "an Optuna sweep needs a search space"),
         ("algo.lr=interval(1e-2,1e-4)", "algo.lr=interval(0.01,0.0001): the interval needs low < high"),
+        ("hydra.sweeper.n_trials=0", "rlexp: error: hydra.sweeper.n_trials=0, n_jobs=1 are out of range"),
     ],
 )
 def test_an_optuna_sweep_checks_its_space_before_any_trial(tmp_path, space, fragment):
