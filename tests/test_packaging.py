@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -52,6 +53,14 @@ def test_the_built_wheel_runs_from_any_directory(tmp_path):
     src = _copy_project(tmp_path / "src")
     _pip("wheel", "--no-deps", "--no-build-isolation", "-q", str(src), "-w", str(tmp_path / "dist"))
     (wheel,) = (tmp_path / "dist").glob("rlexp-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    # The presets and rlexp's Hydra plugins (hydra_plugins is a namespace package) are inside.
+    for name in (
+        "rlexp/conf/config.yaml",
+        "rlexp/conf/algo/sac.yaml",
+        "hydra_plugins/rlexp_sweeper/optuna_sweeper.py",
+    ):
+        assert name in names, name
     site = tmp_path / "site"
     _pip("install", "--no-deps", "-q", "--target", str(site), str(wheel))  # dependencies: this venv's
     work = tmp_path / "elsewhere"
@@ -75,6 +84,22 @@ def test_the_built_wheel_runs_from_any_directory(tmp_path):
     (run,) = (work / "outputs").glob("*/*_ppo_Pendulum-v1_s0_*")
     assert list(pd.read_table(run / "progress.txt")["Epoch"]) == [0]
     assert (run / "checkpoints" / "epoch_000001.rank1.pt").is_file()
+    # rlexp's Hydra plugins (the checked sweeper, the Optuna sweeper) come with the wheel too.
+    sweep = _run(
+        work,
+        site,
+        "-m",
+        "rlexp",
+        "--multirun",
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.n_trials=1",
+        "algo.lr=interval(1e-4,1e-2)",
+        "algo.epochs=1",
+        "algo.steps_per_epoch=400",
+        f"hydra.sweep.dir={work / 'sweep'}",
+    )
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    assert (work / "sweep" / "optimization_results.yaml").is_file()
 
 
 def test_a_plugin_package_adds_an_algorithm(tmp_path):
