@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from rlexp.checkpoint import best_checkpoint_path, latest_checkpoint, list_checkpoints, load_npz
+from rlexp.display import epochs as count_epochs
 from tests.conftest import composed, run_cli, train
 from tests.test_algos import THROUGHPUT
 from tests.test_resume import ON_POLICY, _snapshot, assert_same, assert_same_run
@@ -156,7 +157,9 @@ def test_stop_at_return_ends_the_run_as_finished_and_nothing_continues_it(tmp_pa
     assert res.returncode == 0, res.stderr[-3000:]
     progress = pd.read_table(run_dir / "progress.txt")
     assert len(progress) == epochs and list(list_checkpoints(run_dir)) == [epochs]  # a checkpoint at the end
-    reason = f"{column} {progress[column].iloc[-1]:.6g} reached algo.stop_at_return=0 after {epochs} epochs"
+    reason = (
+        f"{column} {progress[column].iloc[-1]:.6g} reached algo.stop_at_return=0 after {count_epochs(epochs)}"
+    )
     assert f"Finished early: {reason}" in res.stdout and f"early:       {reason}" in res.stdout
     assert read(latest_checkpoint(run_dir)[1])["loop"]["finished"] == reason
     before = _snapshot(run_dir)
@@ -177,7 +180,7 @@ def test_n_epochs_then_m_more_with_evaluation_equals_n_plus_m(tmp_path, backend)
     train(part, *args, "algo.epochs=2")
     res = run_cli(f"resume={part}", "algo.epochs=4")
     assert res.returncode == 0, res.stderr[-3000:]
-    assert f"Continuing {part} after epoch 2" in res.stdout
+    assert f"Continuing {part} after 2 epochs" in res.stdout
     assert_same_run(whole, part)
     assert best_info(whole) == best_info(part)
     suffix = ".npz" if backend == "tf" else ".pt"

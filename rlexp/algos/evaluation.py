@@ -45,6 +45,7 @@ import numpy as np
 import rlexp.comm as comm
 from rlexp.algos.learner import Learner
 from rlexp.checkpoint import BEST_INFO, CHECKPOINT_DIR, best_checkpoint_path
+from rlexp.display import epochs
 from rlexp.envs import make_env, rng_state, set_rng_state
 from rlexp.fileio import atomic_write_text
 from rlexp.logger import EpochLogger
@@ -149,7 +150,7 @@ class Evaluation:
             return None
         column = "AverageTestEpRet" if algo.evaluates else "AverageEpRet"
         reason = (
-            f"{column} {score:.6g} reached algo.stop_at_return={algo.stop_at_return:g} after {done} epochs"
+            f"{column} {score:.6g} reached algo.stop_at_return={algo.stop_at_return:g} after {epochs(done)}"
         )
         self.logger.log(f"Finished early: {reason}")
         return reason
