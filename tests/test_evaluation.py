@@ -10,32 +10,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-from rlexp.checkpoint import best_checkpoint_path, latest_checkpoint, list_checkpoints, load_npz
+from rlexp.checkpoint import best_checkpoint_path, latest_checkpoint, list_checkpoints
 from rlexp.display import epochs as count_epochs
 from tests.conftest import composed, run_cli, train
 from tests.test_algos import THROUGHPUT
 from tests.test_resume import ON_POLICY, _snapshot, assert_same, assert_same_run
+from tests.test_resume import read_checkpoint as read
 
 TIMING = ["Time", *THROUGHPUT]
 TEST_COLUMNS = ["AverageTestEpRet", "StdTestEpRet", "MaxTestEpRet", "MinTestEpRet", "TestEpLen"]
 EVAL = ("algo.test_every=1", "algo.num_test_episodes=3")  # 3 deterministic CartPole episodes per epoch
-
-
-def read(path: Path) -> dict:
-    """A checkpoint file as nested dicts of numpy arrays and plain values (either backend)."""
-    if path.suffix == ".npz":
-        return load_npz(path)
-
-    def to_numpy(obj):
-        if isinstance(obj, torch.Tensor):
-            return obj.numpy()
-        if isinstance(obj, dict):
-            return {k: to_numpy(v) for k, v in obj.items()}
-        return obj
-
-    return to_numpy(torch.load(path, weights_only=True))
 
 
 def best_info(run_dir: Path) -> dict:

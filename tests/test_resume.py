@@ -47,7 +47,11 @@ CASES = {
 
 def final_state(run_dir: Path) -> dict:
     """The newest checkpoint of a run as nested dicts of numpy arrays and plain values."""
-    path = latest_checkpoint(run_dir)[1]
+    return read_checkpoint(latest_checkpoint(run_dir)[1])
+
+
+def read_checkpoint(path: Path) -> dict:
+    """A checkpoint file as nested dicts of numpy arrays and plain values (either backend)."""
     if path.suffix == ".npz":
         return load_npz(path)
     import torch
