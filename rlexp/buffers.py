@@ -23,17 +23,27 @@ class GAEBuffer:
     episode really terminated. ``get()`` returns the full epoch with advantages normalised by their
     mean and std pooled over all ranks.
 
-    :param obs_dim: length of the (flattened) observation vector.
+    :param obs_dim: length of the (flattened) observation vector, or the shape of one observation
+        (images: :func:`rlexp.envs.obs_dtype` stores them as uint8).
     :param act_shape: shape of one action: () for Discrete, (n,) for Box.
+    :param act_dtype: numpy dtype of one action.
     :param size: steps this rank collects per epoch.
     :param gamma: discount factor for rewards-to-go and the TD residuals.
     :param lam: GAE lambda.
+    :param obs_dtype: numpy dtype the observations are stored in.
     """
 
     def __init__(
-        self, obs_dim: int, act_shape: tuple[int, ...], act_dtype: Any, size: int, gamma: float, lam: float
+        self,
+        obs_dim: int | tuple[int, ...],
+        act_shape: tuple[int, ...],
+        act_dtype: Any,
+        size: int,
+        gamma: float,
+        lam: float,
+        obs_dtype: Any = np.float32,
     ) -> None:
-        self.obs = np.zeros((size, obs_dim), dtype=np.float32)
+        self.obs = np.zeros((size, *np.atleast_1d(obs_dim)), dtype=obs_dtype)
         self.act = np.zeros((size, *act_shape), dtype=act_dtype)
         self.rew = np.zeros(size, dtype=np.float32)
         self.val = np.zeros(size, dtype=np.float32)
@@ -73,21 +83,26 @@ class GAEBuffer:
 
 
 class ReplayBuffer:
-    """FIFO ring of transitions (obs, act, rew, obs2, done) in float32 numpy arrays.
+    """FIFO ring of transitions (obs, act, rew, obs2, done) in float32 numpy arrays (image
+    observations in uint8, in their shape: a quarter of the memory).
 
     ``done`` is 1 only when the episode terminated; a time-limit truncation is stored as 0 so the
     target still bootstraps from obs2.
 
-    :param obs_dim: observation length.
+    :param obs_dim: observation length, or the shape of one observation (images).
     :param act_dim: action length.
     :param size: capacity in transitions (of this rank).
+    :param obs_dtype: numpy dtype the observations are stored in (:func:`rlexp.envs.obs_dtype`).
     """
 
     KEYS = ("obs", "obs2", "act", "rew", "done")
 
-    def __init__(self, obs_dim: int, act_dim: int, size: int) -> None:
-        self.obs = np.zeros((size, obs_dim), dtype=np.float32)
-        self.obs2 = np.zeros((size, obs_dim), dtype=np.float32)
+    def __init__(
+        self, obs_dim: int | tuple[int, ...], act_dim: int, size: int, obs_dtype: Any = np.float32
+    ) -> None:
+        obs_shape = (size, *np.atleast_1d(obs_dim))
+        self.obs = np.zeros(obs_shape, dtype=obs_dtype)
+        self.obs2 = np.zeros(obs_shape, dtype=obs_dtype)
         self.act = np.zeros((size, act_dim), dtype=np.float32)
         self.rew = np.zeros(size, dtype=np.float32)
         self.done = np.zeros(size, dtype=np.float32)

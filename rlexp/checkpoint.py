@@ -104,13 +104,18 @@ def prune_checkpoints(run_dir: str | os.PathLike, keep: int | None) -> None:
 
 
 def checkpoint_meta(cfg: Any) -> dict[str, str]:
-    """What identifies the networks and data of a run; stored in and checked against checkpoints."""
+    """What identifies the networks and data of a run; stored in and checked against checkpoints.
+
+    The network is named by its MLP (hidden sizes, activation), after its encoder when that is not
+    ``mlp`` (so checkpoints of MLP runs keep the name they had before encoders existed).
+    """
     net = cfg.network
+    encoder = "" if net.encoder == "mlp" else f"{net.encoder} "
     return {
         "algo": cfg.algo.name,
         "backend": cfg.backend.name,
         "env": cfg.env.id,
-        "network": f"{list(net.hidden_sizes)} {net.activation}",
+        "network": f"{encoder}{list(net.hidden_sizes)} {net.activation}",
     }
 
 

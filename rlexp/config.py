@@ -161,6 +161,7 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
     if not isinstance(raw, DictConfig):
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
     _add_evaluation_keys(raw)
+    _add_network_keys(raw)
     # A run from before a top-level key was added: take the key's value from conf/config.yaml (the
     # keys that are added later describe how a run is recorded or scored, not how it trains).
     later = OmegaConf.masked_copy(OmegaConf.load(Path(CONF_DIR) / "config.yaml"), list(LATER_KEYS))
@@ -178,6 +179,13 @@ def _add_evaluation_keys(raw: DictConfig) -> None:
         algo.num_test_episodes = 0
     if "stop_at_return" not in algo:
         algo.stop_at_return = None
+
+
+def _add_network_keys(raw: DictConfig) -> None:
+    """A run from before ``network.encoder`` read its observations as they were: an MLP (``mlp``)."""
+    network = raw.get("network")
+    if isinstance(network, DictConfig) and "encoder" not in network:
+        network.encoder = "mlp"
 
 
 def load_run_config(run_dir: str | Path) -> RLExpConfig:

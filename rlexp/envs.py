@@ -16,7 +16,8 @@ from gymnasium import spaces
 
 from rlexp.errors import RLExpError
 from rlexp.fileio import drop_current_dir
-from rlexp.schema import AlgoConfig, EnvConfig
+from rlexp.nn import NATURE_CNN_MIN_SIZE, Image, image_layout, is_image_space, nature_cnn_output
+from rlexp.schema import AlgoConfig, EnvConfig, NetworkConfig
 
 # gymnasium 1.x warns on every v4 MuJoCo env; users chose v4 on purpose (Spinning Up comparisons).
 warnings.filterwarnings(
@@ -143,7 +144,9 @@ def make_env(
     with ``action_space_seed`` (two streams of :class:`rlexp.seeding.RankSeeds`).
 
     Observations that are Box of any shape or Discrete are flattened to one float vector (Discrete
-    becomes one-hot). ``cfg.max_ep_len`` replaces the env's own time limit when set.
+    becomes one-hot), except images (uint8 Box of rank >= 2, :func:`rlexp.nn.is_image_space`), which
+    keep their shape: a CNN encodes them, and :func:`image_observations` refuses them for an MLP.
+    ``cfg.max_ep_len`` replaces the env's own time limit when set.
     ``allow_env_import``: see :func:`_registered_id`.
     """
     env_id = _registered_id(cfg.id, allow_env_import)
@@ -163,7 +166,7 @@ def make_env(
         raise RLExpError(f"env.kwargs={dict(cfg.kwargs)} rejected by {env_id}: {exc}") from None
     obs_space = env.observation_space
     if isinstance(obs_space, (spaces.Box, spaces.Discrete)) and not (
-        isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
+        isinstance(obs_space, spaces.Box) and (len(obs_space.shape) == 1 or is_image_space(obs_space))
     ):
         env = gym.wrappers.FlattenObservation(env)
     if seed is not None:
@@ -203,6 +206,51 @@ def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_spa
                 f"{env_id} has an action dimension with high <= low ({act_space}); every action "
                 "dimension needs low < high"
             )
+
+
+def image_observations(
+    algo: AlgoConfig, network: NetworkConfig, env_id: str, obs_space: spaces.Space
+) -> Image | None:
+    """The layout of the image observations that ``network``'s encoder reads, or None for flat ones.
+
+    Raises RLExpError (one line naming the observation space and what to choose) when the network
+    and the observations do not fit: images with ``network.encoder=mlp`` (they are never flattened
+    silently; ``algo.IMAGE_NETWORK`` is the preset to use), flat observations with a CNN encoder, a
+    stack of images (rank > 3), or images smaller than the Nature CNN's kernels reach (36x36).
+    """
+    image = image_layout(obs_space)
+    if network.encoder == "mlp":
+        if is_image_space(obs_space):
+            raise RLExpError(
+                f"{env_id} has image observations {obs_space} and network.encoder=mlp would flatten them "
+                f"into {int(np.prod(obs_space.shape))} raw inputs; use network={algo.IMAGE_NETWORK} (a CNN "
+                "encoder), or flatten them in your env if an MLP is what you want"
+            )
+        return None
+    if image is None:
+        what, fix = (
+            ("a stack of images", "merge the stack into the channels")
+            if is_image_space(obs_space)
+            else ("observations", "use an MLP network for them, e.g. network=mlp64x64_tanh")
+        )
+        raise RLExpError(
+            f"network.encoder={network.encoder} reads images (a uint8 Box of shape (H, W, C), (C, H, W) or "
+            f"(H, W)), but {env_id} has {what} {obs_space}; {fix}"
+        )
+    _, height, width = image.chw
+    if min(nature_cnn_output(height, width)) < 1:
+        smallest = NATURE_CNN_MIN_SIZE
+        raise RLExpError(
+            f"network.encoder={network.encoder} needs images of at least {smallest}x{smallest} pixels, but "
+            f"{env_id} has {height}x{width} ({obs_space}); render larger images"
+        )
+    return image
+
+
+def obs_dtype(obs_space: spaces.Space) -> Any:
+    """How buffers store one observation: images as uint8 (a quarter of float32's memory; the network
+    scales them), everything else as float32."""
+    return np.uint8 if is_image_space(obs_space) else np.float32
 
 
 def check_first_step(env: gym.Env, env_id: str, kwargs: Any) -> None:

@@ -53,8 +53,8 @@ register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLUR
 
 def validate_experiment(cfg: RLExpConfig) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
-    and the env fits the algorithm."""
-    from rlexp.envs import check_first_step, check_spaces, make_env
+    and the env fits the algorithm and the network (image observations need a CNN encoder)."""
+    from rlexp.envs import check_first_step, check_spaces, image_observations, make_env
 
     algo = cfg.algo
     if cfg.backend.name not in algo.BACKENDS:
@@ -69,6 +69,7 @@ def validate_experiment(cfg: RLExpConfig) -> None:
     env = make_env(cfg.env, allow_env_import=cfg.resume is None or cfg.allow_env_import)
     try:
         check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
+        image_observations(algo, cfg.network, cfg.env.id, env.observation_space)
         check_first_step(env, cfg.env.id, cfg.env.kwargs)
         check_memory(cfg, env)
     finally:
@@ -81,14 +82,18 @@ def check_memory(cfg: RLExpConfig, env: Any) -> None:
     replay_size = getattr(cfg.algo, "replay_size", None)
     if replay_size is None:
         return
+    from rlexp.envs import obs_dtype
+
     obs_dim = int(np.prod(env.observation_space.shape)) if env.observation_space.shape else 1
     act_dim = int(np.prod(env.action_space.shape)) if env.action_space.shape else 1
-    need = replay_size * (2 * obs_dim + act_dim + 2) * 4  # float32 obs, obs2, act, rew, done
+    obs_bytes = obs_dim * np.dtype(obs_dtype(env.observation_space)).itemsize  # images: uint8
+    per_transition = 2 * obs_bytes + (act_dim + 2) * 4  # obs, obs2; float32 act, rew, done
+    need = replay_size * per_transition
     available = _available_memory()
     if available is not None and need > available:
         raise RLExpError(
             f"algo.replay_size={replay_size} needs {need / 2**30:.1f} GiB for the replay buffers of {cfg.env.id} "
-            f"({2 * obs_dim + act_dim + 2} floats per transition), but this machine has "
+            f"({per_transition} bytes per transition), but this machine has "
             f"{available / 2**30:.1f} GiB available; use a smaller algo.replay_size"
         )
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from rlexp.errors import check
-from rlexp.nn import ACTIVATIONS
+from rlexp.nn import ACTIVATIONS, ENCODERS
 
 # A statistic a learner logs each epoch: (key, with_min_and_max). False = its average only.
 Stat = tuple[str, bool]
@@ -42,8 +42,11 @@ class EnvConfig:
 
 @dataclass
 class NetworkConfig:
-    """The MLP used for every network of the algorithm (``conf/network/``)."""
+    """The network shape used for every network of the algorithm (``conf/network/``): an encoder of
+    the observations (``encoder``, :data:`rlexp.nn.ENCODERS`) followed by an MLP (``hidden_sizes``,
+    ``activation``)."""
 
+    encoder: str = MISSING
     hidden_sizes: list[int] = MISSING
     activation: str = MISSING
 
@@ -55,6 +58,10 @@ class NetworkConfig:
         check(
             self.activation in ACTIVATIONS,
             f"network.activation={self.activation!r} is unknown; choose one of: {', '.join(ACTIVATIONS)}",
+        )
+        check(
+            self.encoder in ENCODERS,
+            f"network.encoder={self.encoder!r} is unknown; choose one of: {', '.join(ENCODERS)}",
         )
 
 
@@ -140,6 +147,7 @@ class AlgoConfig:
     ACTION_SPACES: ClassVar[tuple[type, ...]] = ()  # the gymnasium action space classes it supports
     BOUNDED_ACTIONS: ClassVar[bool] = False  # whether a Box action space must have finite bounds
     BACKENDS: ClassVar[tuple[str, ...]] = ("torch", "tf")  # the backends it has a learner for
+    IMAGE_NETWORK: ClassVar[str] = "nature_cnn"  # the network preset suggested for image observations
 
     name: str = MISSING
     epochs: int = MISSING

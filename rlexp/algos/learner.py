@@ -22,7 +22,9 @@ import numpy as np
 from gymnasium import spaces
 
 from rlexp.checkpoint import check_meta, checkpoint_meta
+from rlexp.envs import image_observations
 from rlexp.errors import RLExpError
+from rlexp.nn import Image
 from rlexp.nn.acting import ActorCriticActing
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
@@ -34,7 +36,8 @@ Stats = dict[str, Any]  # statistic name -> a number or an array of values
 class Learner(ABC):
     """Base of every learner.
 
-    :param obs_space: flattened observation space (Box).
+    :param obs_space: the observation space as :func:`rlexp.envs.make_env` gives it: a flat Box, or
+        images (a uint8 Box of rank 2 or 3) when ``network.encoder`` is a CNN (:attr:`image`).
     :param act_space: the env's action space.
     :param cfg: the whole experiment config (algo, network and backend keys are used).
     :param seeds: this rank's random streams: ``init`` builds the networks (which are then copied
@@ -54,6 +57,8 @@ class Learner(ABC):
     ) -> None:
         self.cfg, self.algo = cfg, cfg.algo
         self.obs_dim = int(np.prod(obs_space.shape))
+        #: the layout of image observations that the networks' CNN encoders read; None: flat ones
+        self.image: Image | None = image_observations(cfg.algo, cfg.network, cfg.env.id, obs_space)
         self.rng = seeds.generator("acting")
 
     # --- what the loops and test_policy call ---------------------------------------------------

@@ -38,7 +38,7 @@ import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OffPolicyLearner
 from rlexp.buffers import ReplayBuffer
-from rlexp.envs import ActionScaler, EpisodeRecorder, make_env
+from rlexp.envs import ActionScaler, EpisodeRecorder, make_env, obs_dtype
 from rlexp.errors import check, check_at_least
 from rlexp.logger import EpochLogger
 from rlexp.schema import AlgoConfig, RLExpConfig
@@ -55,6 +55,8 @@ class OffPolicyConfig(AlgoConfig):
 
     ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Box,)
     BOUNDED_ACTIONS: ClassVar[bool] = True
+    # hidden layers in the heads for images: a linear Q head would be linear in the action
+    IMAGE_NETWORK: ClassVar[str] = "nature_cnn_256x256"
 
     replay_size: int = MISSING
     polyak: float = MISSING
@@ -117,7 +119,8 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     local_steps = algo.steps_per_epoch // size
     start_steps, update_after = algo.start_steps // size, algo.update_after // size
     batch_size = algo.batch_size // size
-    replay = ReplayBuffer(env.observation_space.shape[0], learner.act_dim, algo.replay_size // size)
+    obs_space = env.observation_space
+    replay = ReplayBuffer(obs_space.shape, learner.act_dim, algo.replay_size // size, obs_dtype(obs_space))
 
     episode = EpisodeRecorder(env)
     book = Bookkeeping(

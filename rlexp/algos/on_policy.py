@@ -34,7 +34,7 @@ import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OnPolicyLearner
 from rlexp.buffers import GAEBuffer
-from rlexp.envs import ActionAdapter, EpisodeRecorder, action_dims, make_env
+from rlexp.envs import ActionAdapter, EpisodeRecorder, action_dims, make_env, obs_dtype
 from rlexp.errors import check
 from rlexp.logger import EpochLogger
 from rlexp.schema import AlgoConfig, RLExpConfig, Stat
@@ -93,8 +93,11 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     )
     to_env = ActionAdapter(env.action_space)
     local_steps = algo.steps_per_epoch // size
-    obs_dim = env.observation_space.shape[0]
-    buf = GAEBuffer(obs_dim, *action_dims(env.action_space), local_steps, algo.gamma, algo.lam)
+    obs_space = env.observation_space
+    act_shape, act_dtype = action_dims(env.action_space)
+    buf = GAEBuffer(
+        obs_space.shape, act_shape, act_dtype, local_steps, algo.gamma, algo.lam, obs_dtype(obs_space)
+    )
 
     episode = EpisodeRecorder(env)
     book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds)

@@ -23,8 +23,8 @@ from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearne
 from rlexp.checkpoint import load_npz, save_npz
 from rlexp.comm.tf import avg_grads, sync_variables
 from rlexp.errors import RLExpError
-from rlexp.nn.acting import ActorCriticActing, MLPCopy
-from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, linear_layers
+from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy
+from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, TFForward, linear_layers
 from rlexp.schema import RLExpConfig, TFBackendConfig
 from rlexp.seeding import RankSeeds
 
@@ -122,7 +122,8 @@ class TFLearner(Learner):
 
 
 class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
-    """The actor-critic and value-function training of VPG, TRPO and PPO in TensorFlow."""
+    """The actor-critic and value-function training of VPG, TRPO and PPO in TensorFlow. Acting runs in
+    numpy on a copy of the MLP weights, or through compiled TF functions for CNN networks."""
 
     def __init__(
         self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
@@ -130,19 +131,22 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.discrete = isinstance(act_space, spaces.Discrete)
         net = cfg.network
-        self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation, self.init_rng)
+        self.ac = ActorCritic(
+            self.obs_dim, act_space, net.hidden_sizes, net.activation, self.init_rng, self.image
+        )
         self.sync(self.ac)
         self.vf_optimizer = Adam(self.ac.v.parameters(), lr=self.algo.vf_lr)
         self._v_step = self.function(self._v_step_graph)
-        pi = self.ac.pi
+        pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.numpy()) if isinstance(pi, GaussianActor) else None
-        self.acting = ActorCriticActing(
-            MLPCopy(lambda: linear_layers(head), net.activation),
-            MLPCopy(lambda: linear_layers(self.ac.v.v_net), net.activation),
-            log_std,
-            self.rng,
-        )
+        if self.image is None:
+            pi_out: Forward = MLPCopy(lambda: linear_layers(head), net.activation)
+            v_out: Forward = MLPCopy(lambda: linear_layers(v.v_net), net.activation)
+        else:
+            pi_out = TFForward(self.function(lambda o: head(pi.encode(o))))
+            v_out = TFForward(self.function(lambda o: v.v_net(v.encode(o))))
+        self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng)
 
     def modules(self) -> dict[str, Module]:
         return {"ac": self.ac}
@@ -177,7 +181,8 @@ class OffPolicyTFLearner(OffPolicyLearner, TFLearner):
     """What DDPG, TD3 and SAC share in TensorFlow: targets, the polyak average and the compiled update.
 
     Each gradient step is one compiled call of the algorithm's :meth:`update_networks` (traced once
-    per value of ``policy_step``). Acting runs in numpy on a copy of the policy's weights.
+    per value of ``policy_step``). Acting runs in numpy on a copy of the policy's weights, or through
+    a compiled TF function for CNN networks.
     """
 
     def __init__(
@@ -188,7 +193,12 @@ class OffPolicyTFLearner(OffPolicyLearner, TFLearner):
 
     def net_kwargs(self) -> dict[str, Any]:
         net = self.cfg.network
-        return {"hidden_sizes": net.hidden_sizes, "activation": net.activation, "rng": self.init_rng}
+        return {
+            "hidden_sizes": net.hidden_sizes,
+            "activation": net.activation,
+            "rng": self.init_rng,
+            "image": self.image,
+        }
 
     @staticmethod
     def target(net: Module, copy: Module) -> Module:

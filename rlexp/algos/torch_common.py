@@ -21,8 +21,8 @@ from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearne
 from rlexp.checkpoint import load_torch, save_torch
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.errors import RLExpError
-from rlexp.nn.acting import ActorCriticActing, MLPCopy
-from rlexp.nn.torch import ActorCritic, GaussianActor, linear_layers
+from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy
+from rlexp.nn.torch import ActorCritic, GaussianActor, TorchForward, linear_layers
 from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -153,7 +153,8 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
     """The actor-critic and value-function training of VPG, TRPO and PPO in PyTorch.
 
     Subclasses implement ``update_networks(batch) -> stats`` with their policy step, calling
-    :meth:`update_v` for the value function.
+    :meth:`update_v` for the value function. Acting runs in numpy on a copy of the MLP weights, or
+    through torch for CNN networks (:mod:`rlexp.nn.acting`).
     """
 
     def __init__(
@@ -163,18 +164,20 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
         self.discrete = isinstance(act_space, spaces.Discrete)
         net = cfg.network
         with self.initialising():
-            self.ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation).to(self.device)
+            ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation, self.image)
+            self.ac = ac.to(self.device)
         self.sync(self.ac)
         self.vf_optimizer = adam(self.ac.v.parameters(), self.algo.vf_lr)
-        pi = self.ac.pi
+        pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.detach().cpu().numpy()) if isinstance(pi, GaussianActor) else None
-        self.acting = ActorCriticActing(
-            MLPCopy(lambda: linear_layers(head), net.activation),
-            MLPCopy(lambda: linear_layers(self.ac.v.v_net), net.activation),
-            log_std,
-            self.rng,
-        )
+        if self.image is None:
+            pi_out: Forward = MLPCopy(lambda: linear_layers(head), net.activation)
+            v_out: Forward = MLPCopy(lambda: linear_layers(v.v_net), net.activation)
+        else:
+            pi_out = TorchForward(lambda o: head(pi.encoder(o)), self.device)
+            v_out = TorchForward(lambda o: v.v_net(v.encoder(o)), self.device)
+        self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng)
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"ac": self.ac}
@@ -217,7 +220,7 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
 
     def net_kwargs(self) -> dict[str, Any]:
         net = self.cfg.network
-        return {"hidden_sizes": net.hidden_sizes, "activation": net.activation}
+        return {"hidden_sizes": net.hidden_sizes, "activation": net.activation, "image": self.image}
 
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)

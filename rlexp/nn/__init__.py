@@ -1,5 +1,13 @@
 """Networks: one module per backend (torch.py, tf.py) naming the same things the same way, and
-acting in numpy on a copy of their weights (acting.py)."""
+acting in numpy on a copy of their weights (acting.py). This module holds what every backend shares:
+the lists of activations and encoders, and the geometry of image observations and of the Nature CNN."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
 
 # The hidden-layer activations every backend implements (config check: network.activation). Each of
 # nn/torch.py, nn/tf.py and nn/acting.py maps these names to its own functions; a test checks that
@@ -8,3 +16,61 @@ ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu", "sigmoid", "
 
 # SAC's clamp of the policy's log sigma (Spinning Up's bounds), on every backend.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+# How observations reach the MLP heads (config check: network.encoder): ``mlp`` feeds the flat
+# observation vector as it is; ``nature_cnn`` encodes image observations with the CNN of Mnih et al.
+# (2015) into NATURE_CNN_FEATURES features. Each backend builds the CNN as ``NatureCNN``.
+ENCODERS = ("mlp", "nature_cnn")
+
+# The Nature CNN's convolutions as (out_channels, kernel, stride), each followed by a ReLU, then a
+# dense layer of NATURE_CNN_FEATURES units with a ReLU. No padding (torch's and TF's "VALID").
+NATURE_CNN_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+NATURE_CNN_FEATURES = 512
+NATURE_CNN_MIN_SIZE = 36  # the smallest height and width the convolutions reach (a 1x1 last feature map)
+
+
+def nature_cnn_output(height: int, width: int) -> tuple[int, int]:
+    """Height and width of the Nature CNN's last feature map for an image of ``height`` x ``width``
+    pixels (0 or less: the image is too small for its kernels; the smallest that fits is 36x36)."""
+    for _, kernel, stride in NATURE_CNN_CONVS:
+        height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
+    return height, width
+
+
+@dataclass(frozen=True)
+class Image:
+    """The layout of image observations: a uint8 Box of rank 2 or 3, as the env gives it.
+
+    :ivar shape: one observation's shape: (height, width, channels), (channels, height, width) or
+        (height, width) (one channel).
+    :ivar channels_first: whether the channels come first (the smaller of the first and the last
+        dimension is the channels' one; on a tie, the last, gymnasium's and TF's convention).
+    """
+
+    shape: tuple[int, ...]
+    channels_first: bool
+
+    @property
+    def chw(self) -> tuple[int, int, int]:
+        """(channels, height, width)."""
+        if len(self.shape) == 2:
+            return 1, self.shape[0], self.shape[1]
+        if self.channels_first:
+            return self.shape[0], self.shape[1], self.shape[2]
+        return self.shape[2], self.shape[0], self.shape[1]
+
+
+def is_image_space(space: spaces.Space) -> bool:
+    """Whether ``space`` (a gymnasium space) holds images or a stack of them: a uint8 Box of rank >= 2.
+
+    Such observations are kept in their shape (never flattened) and stored as uint8.
+    """
+    return isinstance(space, spaces.Box) and len(space.shape) >= 2 and space.dtype == np.uint8
+
+
+def image_layout(space: spaces.Space) -> Image | None:
+    """The :class:`Image` layout of ``space`` when it is a uint8 Box of rank 2 or 3, else None."""
+    if not is_image_space(space) or len(space.shape) > 3:
+        return None
+    shape = tuple(int(n) for n in space.shape)
+    return Image(shape, len(shape) == 3 and shape[0] < shape[2])

@@ -11,12 +11,17 @@ values and actions equal the framework's float32 ones to float32 precision (test
 Weights use PyTorch's layout: a layer is ``(W, b)`` with ``W`` of shape (out_features,
 in_features), applied as ``x @ W.T + b``. A learner hands each copy a function that reads the
 current weights: ``linear_layers`` in nn/torch.py, ``MLP.layers`` in nn/tf.py.
+
+Networks with a CNN encoder (``network.encoder=nature_cnn``) act through their framework instead
+(``TorchForward`` in nn/torch.py, ``TFForward`` in nn/tf.py, each a :class:`Forward`): the same
+acting classes here sample from their outputs, so actions still come from the learner's Generator.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -54,6 +59,15 @@ def mlp_forward(
         x = x @ w.T + b
         x = act(x) if i < len(layers) - 1 else out_act(x)
     return x
+
+
+class Forward(Protocol):
+    """What the acting classes call for a network's output on one observation: an :class:`MLPCopy`,
+    or a framework's forward pass for networks numpy does not run (a CNN)."""
+
+    def __call__(self, x: np.ndarray) -> np.ndarray: ...
+
+    def refresh(self) -> None: ...
 
 
 class WeightCopy:
@@ -96,16 +110,16 @@ class MLPCopy(WeightCopy):
 class ActorCriticActing:
     """Spinning Up's actor-critic acting (VPG, TRPO, PPO): sample, log-probability and V(s).
 
-    :param pi: the policy head: logits (``discrete``) or the Gaussian's mean.
-    :param v: the value function.
+    :param pi: the policy head: logits (``discrete``) or the Gaussian's mean (float64; a vector for one observation).
+    :param v: the value function (an array of one value for one observation).
     :param log_std: reads the state-independent log std of a Gaussian policy (None: categorical).
     :param rng: the Generator that draws actions; the learner checkpoints its state.
     """
 
     def __init__(
         self,
-        pi: MLPCopy,
-        v: MLPCopy,
+        pi: Forward,
+        v: Forward,
         log_std: Callable[[], np.ndarray] | None,
         rng: np.random.Generator,
     ) -> None:

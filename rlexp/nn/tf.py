@@ -7,18 +7,24 @@ copy between the backends without reshaping, which the parity tests use. Initial
 torch's default (uniform in +-1/sqrt(fan_in) for weights and biases), drawn from a numpy Generator.
 Distributions are written out (no tensorflow-probability): diagonal Gaussian and categorical, each
 as a tuple of its parameters.
+
+Convolutions keep torch's weight layout too, (out, in, kh, kw), transposed to TF's (kh, kw, in,
+out) when applied; TF runs them on NHWC images (its CPU kernels want channels last) and flattens
+their output in torch's (C, H, W) order, so a :class:`NatureCNN`'s weights copy between the
+backends as they are. Networks with an image encoder list its parameters first (after a Gaussian
+policy's ``log_std``), as torch registers them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
-from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN
+from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN, NATURE_CNN_CONVS, NATURE_CNN_FEATURES, Image, nature_cnn_output
 from rlexp.nn.acting import Layers
 
 # TensorFlow's versions of rlexp.nn.ACTIVATIONS
@@ -37,10 +43,24 @@ Dist = tuple[tf.Tensor, tf.Tensor | None]  # (logits, None) or (mean, log std)
 
 
 class Module(tf.Module):
-    """Base of every network here: :meth:`parameters` lists its variables in torch's order."""
+    """Base of every network here: :meth:`parameters` lists its variables in torch's order.
+
+    ``encoder``: the image encoder of the networks that read observations (None: flat observations,
+    read as they are).
+    """
+
+    encoder: NatureCNN | None = None
 
     def parameters(self) -> list[tf.Variable]:
         raise NotImplementedError
+
+    def encoder_parameters(self) -> list[tf.Variable]:
+        """The encoder's variables (none without one)."""
+        return [] if self.encoder is None else self.encoder.parameters()
+
+    def encode(self, obs: tf.Tensor) -> tf.Tensor:
+        """What the MLP reads: the observations, or their image encoder's features."""
+        return obs if self.encoder is None else self.encoder(obs)
 
 
 class Linear(Module):
@@ -87,6 +107,94 @@ def mlp(
     )
 
 
+class Conv2d(Module):
+    """torch.nn.Conv2d without padding: weight of shape (out, in, kh, kw) in torch's layout and
+    initialisation (uniform in +-1/sqrt(in * kh * kw)), applied to NHWC images."""
+
+    def __init__(self, n_in: int, n_out: int, kernel: int, stride: int, rng: np.random.Generator) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(n_in * kernel * kernel)
+        shape = (n_out, n_in, kernel, kernel)
+        self.weight = tf.Variable(rng.uniform(-bound, bound, shape).astype(np.float32), name="weight")
+        self.bias = tf.Variable(rng.uniform(-bound, bound, (n_out,)).astype(np.float32), name="bias")
+        self.stride = stride
+
+    def parameters(self) -> list[tf.Variable]:
+        return [self.weight, self.bias]
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        kernel = tf.transpose(self.weight, [2, 3, 1, 0])  # (kh, kw, in, out)
+        return tf.nn.conv2d(x, kernel, self.stride, "VALID") + self.bias
+
+
+class NatureCNN(Module):
+    """The Nature DQN encoder (Mnih et al. 2015), as rlexp/nn/torch.py's: pixels / 255, the
+    convolutions of :data:`rlexp.nn.NATURE_CNN_CONVS` with ReLU, a dense layer of
+    NATURE_CNN_FEATURES units with ReLU. Leading dimensions are kept (one observation or a batch).
+
+    :param image: the layout of one observation (:func:`rlexp.nn.image_layout`).
+    :param rng: draws the initial weights.
+    """
+
+    def __init__(self, image: Image, rng: np.random.Generator) -> None:
+        super().__init__()
+        self.image = image
+        self.convs: list[Conv2d] = []
+        channels = image.chw[0]
+        for out, kernel, stride in NATURE_CNN_CONVS:
+            self.convs.append(Conv2d(channels, out, kernel, stride, rng))
+            channels = out
+        height, width = nature_cnn_output(*image.chw[1:])
+        self.flat = channels * height * width
+        self.fc = Linear(self.flat, NATURE_CNN_FEATURES, rng)
+
+    def parameters(self) -> list[tf.Variable]:
+        return [*(v for conv in self.convs for v in conv.parameters()), *self.fc.parameters()]
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+        shape, obs = self.image.shape, tf.convert_to_tensor(obs)
+        lead = tf.shape(obs)[: obs.shape.rank - len(shape)]
+        x = tf.reshape(tf.cast(obs, tf.float32) / 255.0, (-1, *shape))
+        if len(shape) == 2:
+            x = x[..., None]
+        elif self.image.channels_first:
+            x = tf.transpose(x, [0, 2, 3, 1])  # NCHW -> NHWC
+        for conv in self.convs:
+            x = tf.nn.relu(conv(x))
+        x = tf.reshape(tf.transpose(x, [0, 3, 1, 2]), (-1, self.flat))  # flattened as torch does: (C, H, W)
+        x = tf.nn.relu(self.fc(x))
+        return tf.reshape(x, tf.concat([lead, [NATURE_CNN_FEATURES]], 0))
+
+
+def encoder(obs_dim: int, image: Image | None, rng: np.random.Generator) -> tuple[NatureCNN | None, int]:
+    """(the image encoder or None, the width of what the MLP reads): ``obs_dim`` for flat
+    observations, NATURE_CNN_FEATURES for images (a fresh :class:`NatureCNN`, drawn from ``rng``)."""
+    if image is None:
+        return None, obs_dim
+    return NatureCNN(image, rng), NATURE_CNN_FEATURES
+
+
+class TFForward:
+    """A network's forward pass on one observation through a compiled TensorFlow function, as float64
+    numpy: how a CNN network acts (torch's twin: rlexp.nn.torch.TorchForward). It has
+    :class:`rlexp.nn.acting.MLPCopy`'s interface (call, refresh).
+
+    :param fn: the compiled forward pass of a batch; each array argument is passed as a float32
+        tensor with a batch axis of one (None stays None), and the output's first row is returned.
+        It reads the live variables, so :meth:`refresh` has nothing to do.
+    """
+
+    def __init__(self, fn: Callable[..., tf.Tensor]) -> None:
+        self.fn = fn
+
+    def refresh(self) -> None:
+        """Nothing to re-take: the forward pass reads the current variables."""
+
+    def __call__(self, *args: np.ndarray | None) -> np.ndarray:
+        tensors = [None if a is None else tf.constant(np.asarray(a, np.float32)[None]) for a in args]
+        return np.asarray(self.fn(*tensors)[0], np.float64)
+
+
 def linear_layers(net: MLP) -> Layers:
     """The (weight, bias) of each layer of ``net`` as numpy arrays, for acting in numpy (:mod:`rlexp.nn.acting`)."""
     return [(layer.weight.numpy(), layer.bias.numpy()) for layer in net.layers]
@@ -109,15 +217,17 @@ class CategoricalActor(Module):
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
-        self.logits_net = mlp([obs_dim, *hidden_sizes, n_actions], activation, rng)
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.logits_net = mlp([n_in, *hidden_sizes, n_actions], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
-        return self.logits_net.parameters()
+        return [*self.encoder_parameters(), *self.logits_net.parameters()]
 
     def distribution(self, obs: tf.Tensor) -> Dist:
-        return self.logits_net(obs), None
+        return self.logits_net(self.encode(obs)), None
 
     def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tuple[Dist, tf.Tensor]:
         """pi and log pi(act|obs)."""
@@ -147,17 +257,19 @@ class GaussianActor(Module):
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
         self.log_std = tf.Variable(np.full(act_dim, -0.5, np.float32), name="log_std")
-        self.mu_net = mlp([obs_dim, *hidden_sizes, act_dim], activation, rng)
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
-        return [self.log_std, *self.mu_net.parameters()]
+        return [self.log_std, *self.encoder_parameters(), *self.mu_net.parameters()]
 
     def distribution(self, obs: tf.Tensor) -> Dist:
         """(mean, log std broadcast to the mean's shape)."""
-        mu = self.mu_net(obs)
+        mu = self.mu_net(self.encode(obs))
         return mu, tf.zeros_like(mu) + self.log_std
 
     def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tuple[Dist, tf.Tensor]:
@@ -182,20 +294,27 @@ class ValueFunction(Module):
     """The state-value function V(s) of the on-policy algorithms (Spinning Up's MLPCritic)."""
 
     def __init__(
-        self, obs_dim: int, hidden_sizes: Sequence[int], activation: str, rng: np.random.Generator
+        self,
+        obs_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
-        self.v_net = mlp([obs_dim, *hidden_sizes, 1], activation, rng)
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.v_net = mlp([n_in, *hidden_sizes, 1], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
-        return self.v_net.parameters()
+        return [*self.encoder_parameters(), *self.v_net.parameters()]
 
     def __call__(self, obs: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(self.v_net(obs), -1)
+        return tf.squeeze(self.v_net(self.encode(obs)), -1)
 
 
 class ActorCritic(Module):
-    """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``."""
+    """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``, each
+    with its own encoder (``image``: a CNN each)."""
 
     def __init__(
         self,
@@ -204,15 +323,17 @@ class ActorCritic(Module):
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
         if isinstance(act_space, spaces.Discrete):
             self.pi: CategoricalActor | GaussianActor = CategoricalActor(
-                obs_dim, int(act_space.n), hidden_sizes, activation, rng
+                obs_dim, int(act_space.n), hidden_sizes, activation, rng, image
             )
         else:
-            self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, rng)
-        self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng)
+            act_dim = int(np.prod(act_space.shape))
+            self.pi = GaussianActor(obs_dim, act_dim, hidden_sizes, activation, rng, image)
+        self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng, image)
 
     def parameters(self) -> list[tf.Variable]:
         return [*self.pi.parameters(), *self.v.parameters()]
@@ -229,19 +350,21 @@ class DeterministicActor(Module):
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
-        self.pi = mlp([obs_dim, *hidden_sizes, act_dim], activation, rng, "tanh")
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.pi = mlp([n_in, *hidden_sizes, act_dim], activation, rng, "tanh")
 
     def parameters(self) -> list[tf.Variable]:
-        return self.pi.parameters()
+        return [*self.encoder_parameters(), *self.pi.parameters()]
 
     def __call__(self, obs: tf.Tensor) -> tf.Tensor:
-        return self.pi(obs)
+        return self.pi(self.encode(obs))
 
 
 class QFunction(Module):
-    """Q(s, a) from an MLP over the concatenated observation and action."""
+    """Q(s, a) from an MLP over the concatenated observation (its encoder's features) and action."""
 
     def __init__(
         self,
@@ -250,15 +373,17 @@ class QFunction(Module):
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
-        self.q = mlp([obs_dim + act_dim, *hidden_sizes, 1], activation, rng)
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.q = mlp([n_in + act_dim, *hidden_sizes, 1], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
-        return self.q.parameters()
+        return [*self.encoder_parameters(), *self.q.parameters()]
 
     def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(self.q(tf.concat([obs, act], axis=-1)), -1)
+        return tf.squeeze(self.q(tf.concat([self.encode(obs), act], axis=-1)), -1)
 
 
 class SquashedGaussianActor(Module):
@@ -274,15 +399,23 @@ class SquashedGaussianActor(Module):
         hidden_sizes: Sequence[int],
         activation: str,
         rng: np.random.Generator,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
-        self.net = mlp([obs_dim, *hidden_sizes], activation, rng, activation)
-        features = hidden_sizes[-1] if hidden_sizes else obs_dim  # no hidden layer: a linear policy
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.net = mlp([n_in, *hidden_sizes], activation, rng, activation)
+        # no hidden layer: a policy linear in the encoder's output
+        features = hidden_sizes[-1] if hidden_sizes else n_in
         self.mu_layer = Linear(features, act_dim, rng)
         self.log_std_layer = Linear(features, act_dim, rng)
 
     def parameters(self) -> list[tf.Variable]:
-        return [*self.net.parameters(), *self.mu_layer.parameters(), *self.log_std_layer.parameters()]
+        return [
+            *self.encoder_parameters(),
+            *self.net.parameters(),
+            *self.mu_layer.parameters(),
+            *self.log_std_layer.parameters(),
+        ]
 
     def heads(self) -> Layers:
         """The two output layers' (weight, bias) as numpy arrays (for acting in numpy)."""
@@ -290,7 +423,7 @@ class SquashedGaussianActor(Module):
 
     def __call__(self, obs: tf.Tensor, noise: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
         """(action in [-1, 1], log pi(action | obs)) for the standard normal draw ``noise``; None: the mean."""
-        h = self.net(obs)
+        h = self.net(self.encode(obs))
         mu = self.mu_layer(h)
         log_std = tf.clip_by_value(self.log_std_layer(h), LOG_STD_MIN, LOG_STD_MAX)
         u = mu if noise is None else mu + tf.exp(log_std) * noise

@@ -1,13 +1,18 @@
-"""PyTorch networks of the algorithms: MLPs, the on-policy actor-critic, the off-policy actors and Q.
+"""PyTorch networks of the algorithms: MLPs, the Nature CNN, the on-policy actor-critic, the
+off-policy actors and Q.
 
 rlexp/nn/tf.py builds the same modules, with the same names and parameter order, in TensorFlow.
 Attribute names here are part of the checkpoints (they are the state_dict keys).
+
+Every network reads its observations through ``encoder``: for flat observations an nn.Identity
+(no parameters, so the state_dict keys of MLP networks stay as they were), for images
+(``image`` given) its own :class:`NatureCNN`, whose 512 features the MLP reads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -15,7 +20,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN
+from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN, NATURE_CNN_CONVS, NATURE_CNN_FEATURES, Image, nature_cnn_output
 from rlexp.nn.acting import Layers
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
@@ -75,6 +80,70 @@ def _activation(name: str) -> nn.Module:
     return TanhInPlace() if name == "tanh" else ACTIVATIONS[name]()
 
 
+class NatureCNN(nn.Module):
+    """The Nature DQN encoder (Mnih et al. 2015): image observations to NATURE_CNN_FEATURES features.
+
+    Pixels are cast to float32 and divided by 255, put channels first (torch's convolutions want
+    NCHW; gymnasium's images are HWC), then :data:`rlexp.nn.NATURE_CNN_CONVS` with ReLU, flattened in
+    (C, H, W) order, and a dense layer with ReLU. Any leading dimensions are kept: one observation
+    gives one feature vector, a batch a batch of them.
+
+    :param image: the layout of one observation (:func:`rlexp.nn.image_layout`).
+    """
+
+    def __init__(self, image: Image) -> None:
+        super().__init__()
+        self.image = image
+        layers: list[nn.Module] = []
+        channels = image.chw[0]
+        for out, kernel, stride in NATURE_CNN_CONVS:
+            layers += [nn.Conv2d(channels, out, kernel, stride), nn.ReLU(inplace=True)]
+            channels = out
+        self.convs = nn.Sequential(*layers)
+        height, width = nature_cnn_output(*image.chw[1:])
+        self.fc = nn.Linear(channels * height * width, NATURE_CNN_FEATURES)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        shape = self.image.shape
+        lead = obs.shape[: obs.dim() - len(shape)]
+        x = obs.reshape(-1, *shape).float() / 255.0
+        if len(shape) == 2:
+            x = x.unsqueeze(1)
+        elif not self.image.channels_first:
+            x = x.permute(0, 3, 1, 2)
+        x = torch.relu(self.fc(self.convs(x).flatten(1)))
+        return x.reshape(*lead, NATURE_CNN_FEATURES)
+
+
+def encoder(obs_dim: int, image: Image | None) -> tuple[nn.Module, int]:
+    """(the module that turns observations into the MLP's input, the width of that input): an
+    nn.Identity of the ``obs_dim`` flat observation for no ``image``, else a fresh :class:`NatureCNN`."""
+    if image is None:
+        return nn.Identity(), obs_dim
+    return NatureCNN(image), NATURE_CNN_FEATURES
+
+
+class TorchForward:
+    """A network's forward pass on one observation in torch (no gradients), as float64 numpy: how a
+    CNN network acts. It has :class:`rlexp.nn.acting.MLPCopy`'s interface, so the numpy acting
+    classes use it in place of a weight copy (which suits MLPs only: a convolution in numpy is slow).
+
+    :param fn: the forward pass (reads the live parameters, so :meth:`refresh` has nothing to do).
+    :param device: where the network lives.
+    """
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor], device: torch.device) -> None:
+        self.fn, self.device = fn, device
+
+    def refresh(self) -> None:
+        """Nothing to re-take: the forward pass reads the current parameters."""
+
+    @torch.no_grad()
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        out = self.fn(torch.as_tensor(obs, device=self.device))
+        return out.cpu().numpy().astype(np.float64)
+
+
 def gaussian_log_prob(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """``Normal(mu, std).log_prob(x)`` written out exactly as torch.distributions computes it (the
     same values), without building a Distribution object."""
@@ -84,12 +153,20 @@ def gaussian_log_prob(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> t
 class CategoricalActor(nn.Module):
     """Policy over a Discrete action space: logits from an MLP."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int], activation: str) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+    ) -> None:
         super().__init__()
-        self.logits_net = mlp([obs_dim, *hidden_sizes, n_actions], activation)
+        self.encoder, n_in = encoder(obs_dim, image)
+        self.logits_net = mlp([n_in, *hidden_sizes, n_actions], activation)
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
-        return Categorical(logits=self.logits_net(obs))
+        return Categorical(logits=self.logits_net(self.encoder(obs)))
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
         """pi and log pi(act|obs)."""
@@ -100,46 +177,63 @@ class CategoricalActor(nn.Module):
 class GaussianActor(nn.Module):
     """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (init -0.5)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+    ) -> None:
         super().__init__()
         self.log_std = nn.Parameter(torch.full((act_dim,), -0.5))
-        self.mu_net = mlp([obs_dim, *hidden_sizes, act_dim], activation)
+        self.encoder, n_in = encoder(obs_dim, image)
+        self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation)
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
-        return Normal(self.mu_net(obs), torch.exp(self.log_std))
+        return Normal(self.mu_net(self.encoder(obs)), torch.exp(self.log_std))
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
         """pi and log pi(act|obs). The log-density is computed from the (act_dim,) std, not from the
         Normal's copy of it broadcast to the batch (the same values, without a batch-sized log)."""
-        mu, std = self.mu_net(obs), torch.exp(self.log_std)
+        mu, std = self.mu_net(self.encoder(obs)), torch.exp(self.log_std)
         return Normal(mu, std), gaussian_log_prob(act, mu, std).sum(axis=-1)
 
 
 class ValueFunction(nn.Module):
     """The state-value function V(s) of the on-policy algorithms (Spinning Up's MLPCritic)."""
 
-    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+    def __init__(
+        self, obs_dim: int, hidden_sizes: Sequence[int], activation: str, image: Image | None = None
+    ) -> None:
         super().__init__()
-        self.v_net = mlp([obs_dim, *hidden_sizes, 1], activation)
+        self.encoder, n_in = encoder(obs_dim, image)
+        self.v_net = mlp([n_in, *hidden_sizes, 1], activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.v_net(obs).squeeze(-1)
+        return self.v_net(self.encoder(obs)).squeeze(-1)
 
 
 class ActorCritic(nn.Module):
-    """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``."""
+    """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``, each
+    with its own encoder (``image``: a CNN each)."""
 
     def __init__(
-        self, obs_dim: int, act_space: spaces.Space, hidden_sizes: Sequence[int], activation: str
+        self,
+        obs_dim: int,
+        act_space: spaces.Space,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
     ) -> None:
         super().__init__()
         if isinstance(act_space, spaces.Discrete):
             self.pi: CategoricalActor | GaussianActor = CategoricalActor(
-                obs_dim, int(act_space.n), hidden_sizes, activation
+                obs_dim, int(act_space.n), hidden_sizes, activation, image
             )
         else:
-            self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation)
-        self.v = ValueFunction(obs_dim, hidden_sizes, activation)
+            self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, image)
+        self.v = ValueFunction(obs_dim, hidden_sizes, activation, image)
 
 
 # --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.
@@ -148,23 +242,39 @@ class ActorCritic(nn.Module):
 class DeterministicActor(nn.Module):
     """mu(s) in [-1, 1]^n: an MLP with a tanh output (DDPG, TD3)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+    ) -> None:
         super().__init__()
-        self.pi = mlp([obs_dim, *hidden_sizes, act_dim], activation, "tanh")
+        self.encoder, n_in = encoder(obs_dim, image)
+        self.pi = mlp([n_in, *hidden_sizes, act_dim], activation, "tanh")
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.pi(obs)
+        return self.pi(self.encoder(obs))
 
 
 class QFunction(nn.Module):
-    """Q(s, a) from an MLP over the concatenated observation and action."""
+    """Q(s, a) from an MLP over the concatenated observation (its encoder's features) and action."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+    ) -> None:
         super().__init__()
-        self.q = mlp([obs_dim + act_dim, *hidden_sizes, 1], activation)
+        self.encoder, n_in = encoder(obs_dim, image)
+        self.q = mlp([n_in + act_dim, *hidden_sizes, 1], activation)
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], dim=-1)).squeeze(-1)
+        return self.q(torch.cat([self.encoder(obs), act], dim=-1)).squeeze(-1)
 
 
 class SquashedGaussianActor(nn.Module):
@@ -173,10 +283,19 @@ class SquashedGaussianActor(nn.Module):
     log sigma is clamped to [LOG_STD_MIN, LOG_STD_MAX] (Spinning Up's -20, 2).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+    ) -> None:
         super().__init__()
-        self.net = mlp([obs_dim, *hidden_sizes], activation, activation)
-        features = hidden_sizes[-1] if hidden_sizes else obs_dim  # no hidden layer: a linear policy
+        self.encoder, n_in = encoder(obs_dim, image)
+        self.net = mlp([n_in, *hidden_sizes], activation, activation)
+        # no hidden layer: a policy linear in the encoder's output
+        features = hidden_sizes[-1] if hidden_sizes else n_in
         self.mu_layer = nn.Linear(features, act_dim)
         self.log_std_layer = nn.Linear(features, act_dim)
 
@@ -188,7 +307,7 @@ class SquashedGaussianActor(nn.Module):
         noise: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(action in [-1, 1], log pi(action | obs) or None). ``noise``: the standard normal draw to use."""
-        h = self.net(obs)
+        h = self.net(self.encoder(obs))
         mu = self.mu_layer(h)
         std = torch.exp(torch.clamp(self.log_std_layer(h), LOG_STD_MIN, LOG_STD_MAX))
         if deterministic:

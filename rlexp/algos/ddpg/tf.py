@@ -8,8 +8,8 @@ from gymnasium import spaces
 
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.tf_common import OffPolicyTFLearner
-from rlexp.nn.acting import MLPCopy
-from rlexp.nn.tf import Adam, DeterministicActor, Module, QFunction, linear_layers
+from rlexp.nn.acting import Forward, MLPCopy
+from rlexp.nn.tf import Adam, DeterministicActor, Module, QFunction, TFForward, linear_layers
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -32,7 +32,11 @@ class DDPGLearner(OffPolicyTFLearner):
         self.q_targs = [self.target(q, QFunction(*dims, **kw)) for q in self.qs]
         self.pi_optimizer = Adam(self.pi.parameters(), lr=self.algo.pi_lr)
         self.q_optimizer = Adam([v for q in self.qs for v in q.parameters()], lr=self.algo.q_lr)
-        self.actor = MLPCopy(lambda: linear_layers(self.pi.pi), cfg.network.activation, "tanh")
+        self.actor: Forward = (
+            MLPCopy(lambda: linear_layers(self.pi.pi), cfg.network.activation, "tanh")
+            if self.image is None
+            else TFForward(self.function(self.pi))  # a CNN acts through TF
+        )
 
     def modules(self) -> dict[str, Module]:
         names = ["q"] if self.N_CRITICS == 1 else [f"q{i + 1}" for i in range(self.N_CRITICS)]
@@ -50,7 +54,8 @@ class DDPGLearner(OffPolicyTFLearner):
         self.actor.refresh()
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        """mu(obs) in [-1, 1] (the policy is deterministic either way), in numpy on a copy of the weights."""
+        """mu(obs) in [-1, 1] (the policy is deterministic either way), in numpy on a copy of the weights
+        (through TF for a CNN)."""
         return self.actor(np.asarray(obs, dtype=np.float64)).astype(np.float32)
 
     def explore(self, obs: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.tf_common import OffPolicyTFLearner
 from rlexp.nn.acting import MLPCopy, SquashedGaussianActing
-from rlexp.nn.tf import Adam, Module, QFunction, SquashedGaussianActor, linear_layers
+from rlexp.nn.tf import Adam, Module, QFunction, SquashedGaussianActor, TFForward, linear_layers
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -37,8 +37,12 @@ class SACLearner(OffPolicyTFLearner):
         self.target_entropy = -float(self.act_dim) if te is None else te
         self.alpha_optimizer = Adam([self.log_alpha], lr=lr) if self.algo.autotune_alpha else None
         activation = cfg.network.activation
-        self.actor = SquashedGaussianActing(
-            MLPCopy(lambda: linear_layers(self.pi.net), activation, activation), self.pi.heads
+        self.actor: SquashedGaussianActing | TFForward = (
+            SquashedGaussianActing(
+                MLPCopy(lambda: linear_layers(self.pi.net), activation, activation), self.pi.heads
+            )
+            if self.image is None
+            else TFForward(self.function(lambda o, noise: self.pi(o, noise)[0]))  # a CNN acts through TF
         )
 
     def modules(self) -> dict[str, Module]:
@@ -59,8 +63,10 @@ class SACLearner(OffPolicyTFLearner):
         self.actor.refresh()
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        """tanh(mu(obs)) when deterministic, else a sample; in numpy on a copy of the weights."""
-        return self.actor(obs, None if deterministic else self.rng.standard_normal(self.act_dim))
+        """tanh(mu(obs)) when deterministic, else a sample; in numpy on a copy of the weights (through
+        TF for a CNN)."""
+        noise = None if deterministic else self.rng.standard_normal(self.act_dim)
+        return np.asarray(self.actor(obs, noise), np.float32)
 
     def explore(self, obs: np.ndarray) -> np.ndarray:
         """A sample of the policy."""
