@@ -24,6 +24,7 @@ from gymnasium import spaces
 from rlexp.checkpoint import check_meta, checkpoint_meta
 from rlexp.errors import RLExpError
 from rlexp.nn.acting import ActorCriticActing
+from rlexp.normalize import Normalizer
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -55,6 +56,17 @@ class Learner(ABC):
         self.cfg, self.algo = cfg, cfg.algo
         self.obs_dim = int(np.prod(obs_space.shape))
         self.rng = seeds.generator("acting")
+        env = cfg.env
+        #: the observation and reward normalisation (env.normalize_obs/normalize_reward); its
+        #: statistics are part of this learner's state, so every checkpoint holds them
+        self.normalizer = Normalizer(
+            tuple(obs_space.shape),
+            env.normalize_obs,
+            env.normalize_reward,
+            env.clip_obs,
+            env.clip_reward,
+            env.norm_gamma if env.norm_gamma is not None else cfg.algo.gamma,
+        )
 
     # --- what the loops and test_policy call ---------------------------------------------------
     @abstractmethod
@@ -91,12 +103,25 @@ class Learner(ABC):
         """Read a checkpoint written by :meth:`write_file`, without unpickling code (errors are RLExpError)."""
 
     # --- checkpoints, the same on every backend ---------------------------------------------------
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        """An env observation as the policy takes it: normalised with the frozen statistics when
+        ``env.normalize_obs`` (test episodes, test_policy, the Python API), else unchanged."""
+        return self.normalizer.frozen_obs(obs)
+
     def extra_state(self) -> dict[str, Any]:
-        """State beside the library's: the numpy acting generator, and whatever subclasses add."""
-        return {"np_rng": self.rng.bit_generator.state}
+        """State beside the library's: the numpy acting generator, the normalisation statistics (when
+        normalising), and whatever subclasses add."""
+        state: dict[str, Any] = {"np_rng": self.rng.bit_generator.state}
+        if self.normalizer.enabled:
+            state["normalizer"] = self.normalizer.state_dict()
+        return state
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["np_rng"]
+        if self.normalizer.enabled:
+            if "normalizer" not in state:
+                raise ValueError("the checkpoint has no normalisation statistics, but this run normalises")
+            self.normalizer.load_state_dict(state["normalizer"])
 
     def state_dict(self) -> dict[str, Any]:
         """All of the learner's state: networks (targets included), optimizers, generators, counters."""
@@ -149,6 +174,9 @@ class OnPolicyLearner(Learner):
 
     def refresh(self) -> None:
         self.acting.refresh()
+
+    def start_epoch(self, epoch: int) -> None:
+        """Called before the collection of epoch ``epoch`` (0-based) of ``algo.epochs``."""
 
     def update(self, batch: Batch) -> Stats:
         stats = self.update_networks(self.tensors(batch))
