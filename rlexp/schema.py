@@ -295,6 +295,7 @@ class RLExpConfig:
             not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
+        self.comm.validate()  # first: the algorithm's checks divide by comm.procs
         self.algo.validate(self.comm.procs)
-        for part in (self.env, self.network, self.backend, self.comm, self.score, self.logger):
+        for part in (self.env, self.network, self.backend, self.score, self.logger):
             part.validate()
