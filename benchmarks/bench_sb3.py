@@ -27,6 +27,9 @@ How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
   0.99 / 0.97, clip 0.2, KL early stopping off on both sides (``target_kl`` huge / None) so that both
   always do all 80 steps; one env on both sides (SB3 ``n_envs=1``).
 
+- PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo``; SB3 with VecNormalize and
+  the zoo's hyperparameters): 512 steps per update, 8 minibatches of 64, 20 passes, 256x256 ReLU.
+
 Steady state: both libraries are timed the same way, over a window of env steps after learning has
 started (off-policy: from ``warmup`` steps to ``warmup + window``; PPO: the updates from the second
 one on), on the training loop alone (rlexp: no test episodes, no checkpoint inside the window).
@@ -52,6 +55,7 @@ SB3_VERSION = "2.9.2"
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
 PPO_STEPS = 4000
+ZOO_STEPS = 512  # ppo-zoo: SB3-zoo's HalfCheetah preset (n_steps 512) on both sides
 
 
 def ensure_sb3() -> None:
@@ -68,6 +72,8 @@ def ensure_sb3() -> None:
 
 def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str]:
     """The rlexp config matched to SB3's (see the module docstring)."""
+    if algo == "ppo-zoo":  # rlexp's tuned preset = SB3-zoo's HalfCheetah preset
+        return ["tuned=ppo", f"algo.epochs={1 + max(2, window // ZOO_STEPS)}", "algo.save_freq=1000"]
     if algo == "ppo":
         return [
             "algo=ppo",
@@ -109,9 +115,10 @@ def rlexp_sps(
             cmd.append("backend.threads=1")
         subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
         df = pd.read_table(run_dir / "progress.txt")
-    first = 0 if algo == "ppo" else warmup // OFF_EPOCH - 1  # row whose end starts the window
+    on_policy = algo.startswith("ppo")
+    first = 0 if on_policy else warmup // OFF_EPOCH - 1  # row whose end starts the window
     # The last row includes the final checkpoint (off-policy: the replay buffer): leave it out.
-    last = len(df) - 1 if algo == "ppo" else len(df) - 2
+    last = len(df) - 1 if on_policy else len(df) - 2
     steps = df["TotalEnvInteracts"].iloc[last] - df["TotalEnvInteracts"].iloc[first]
     return float(steps / (df["Time"].iloc[last] - df["Time"].iloc[first]))
 
@@ -130,7 +137,19 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
 
     torch.set_num_threads(1)
     env = gym.make(ENV)
-    if algo == "ppo":
+    if algo == "ppo-zoo":  # SB3-zoo's HalfCheetah preset, as bench_learning.py's --sb3 runs it
+        from bench_learning import ZOO_PRESETS
+        from stable_baselines3.common.env_util import make_vec_env
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        hp = dict(ZOO_PRESETS[ENV])
+        kwargs = dict(hp.pop("policy_kwargs"))
+        kwargs["activation_fn"] = torch.nn.ReLU if kwargs.pop("activation") == "relu" else torch.nn.Tanh
+        kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
+        venv = VecNormalize(make_vec_env(ENV, n_envs=1, seed=0), gamma=hp["gamma"])
+        model: Any = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=0, device="cpu", **hp)
+        start, stop = ZOO_STEPS, ZOO_STEPS * (1 + max(2, window // ZOO_STEPS))
+    elif algo == "ppo":
         start, stop = PPO_STEPS, PPO_STEPS * (1 + max(2, window // PPO_STEPS))
         model: Any = PPO(
             "MlpPolicy",
@@ -181,16 +200,17 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
                     self.marks[name] = (time.perf_counter(), self.num_timesteps)
 
         def _on_step(self) -> bool:
-            if algo != "ppo":
+            if not algo.startswith("ppo"):
                 self._mark()
             return True
 
         def _on_rollout_start(self) -> None:
-            if algo == "ppo":  # the previous rollout and its update are done
+            if algo.startswith("ppo"):  # the previous rollout and its update are done
                 self._mark()
 
     timer = Timer()
-    model.learn(total_timesteps=stop + (PPO_STEPS if algo == "ppo" else 1), callback=timer)
+    extra = {"ppo": PPO_STEPS, "ppo-zoo": ZOO_STEPS}.get(algo, 1)  # one more rollout: the last one is marked
+    model.learn(total_timesteps=stop + extra, callback=timer)
     (t0, n0), (t1, n1) = timer.marks["start"], timer.marks["stop"]
     return (n1 - n0) / (t1 - t0)
 
@@ -241,7 +261,9 @@ def summary(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", nargs="*", default=["td3", "sac", "ppo"], help="none: skip the SB3 tables")
+    parser.add_argument(
+        "--algos", nargs="*", default=["td3", "sac", "ppo", "ppo-zoo"], help="none: skip the SB3 tables"
+    )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument("--warmup", type=int, default=1500, help="off-policy: env steps before the window")
     parser.add_argument("--window", type=int, default=1500, help="env steps timed (PPO: at least 2 updates)")
@@ -258,6 +280,7 @@ def main() -> None:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_learning's presets (ppo-zoo)
     if args.child:
         spec = json.loads(args.child)
         kind = spec.pop("kind")
@@ -275,10 +298,10 @@ def main() -> None:
             ours.append(child("rlexp", algo, args.warmup, args.window, args.batch))
             theirs.append(child("sb3", algo, args.warmup, args.window, args.batch))
         ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
-        print(f"{algo:5} rlexp  {summary(ours)}")
-        print(f"{algo:5} sb3    {summary(theirs)}")
+        print(f"{algo:7} rlexp  {summary(ours)}")
+        print(f"{algo:7} sb3    {summary(theirs)}")
         print(
-            f"{algo:5} ratio  median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
+            f"{algo:7} ratio  median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
         )
         lines.append(
             f"{algo}  rlexp {statistics.median(ours):.0f} SPS  sb3 {statistics.median(theirs):.0f} SPS  "
@@ -290,7 +313,7 @@ def main() -> None:
     extra_reps = max(1, args.reps - 1)  # the secondary tables: one repetition fewer, to keep the run short
     if not args.no_backends:
         print("\nrlexp torch vs tf (same matched settings; tf time / torch time, target <= 1.3x)")
-        for algo in args.algos:
+        for algo in [a for a in args.algos if a != "ppo-zoo"]:
             t, f = [], []
             for _ in range(extra_reps):
                 t.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="torch"))

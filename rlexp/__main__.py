@@ -19,7 +19,7 @@ import sys
 
 import hydra
 
-from rlexp.config import CONF_DIR, register_configs, register_resolvers
+from rlexp.config import CONF_DIR, normalize_overrides, register_configs, register_resolvers
 from rlexp.errors import RLExpError
 from rlexp.explain import user_message
 from rlexp.fileio import drop_current_dir
@@ -44,6 +44,7 @@ def main() -> None:
 
             print(help_text([a for a in sys.argv[1:] if a not in ("--help", "-h")]), end="")
             return
+        sys.argv[1:] = normalize_overrides(sys.argv[1:])
         with contextlib.nullcontext() if _EARLY_STOP is not None else StopRequest():
             _hydra_main()
     except KeyboardInterrupt:

@@ -55,7 +55,7 @@ class Policy:
     def __call__(self, obs: Any, deterministic: bool | None = None) -> Any:
         """The action for one observation; ``deterministic`` overrides the policy's default."""
         det = self.deterministic if deterministic is None else deterministic
-        return self._to_env(self._learner.act(np.asarray(obs), deterministic=det))
+        return self._to_env(self._learner.act(self._learner.observe(np.asarray(obs)), deterministic=det))
 
 
 @dataclass
@@ -146,7 +146,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     directory). Raises :class:`RLExpError` with the command line's one line for a user error."""
     from hydra import compose as hydra_compose
 
-    from rlexp.config import register_configs, register_resolvers, reset_uid
+    from rlexp.config import normalize_overrides, register_configs, register_resolvers, reset_uid
     from rlexp.explain import user_message
 
     if isinstance(overrides, str):
@@ -156,7 +156,9 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     reset_uid()  # a new run directory for every call, as for every command
     try:
         with _fresh_hydra():
-            return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+            return hydra_compose(
+                config_name="config", overrides=normalize_overrides(list(overrides)), return_hydra_config=True
+            )
     except Exception as exc:
         message = user_message(exc)
         if message is None:

@@ -31,6 +31,8 @@ class GAEBuffer:
     :param gamma: discount factor for rewards-to-go and the TD residuals.
     :param lam: GAE lambda.
     :param obs_dtype: numpy dtype the observations are stored in.
+    :param normalize_adv: normalise the epoch's advantages (pooled over ranks) in ``get()``; False
+        leaves them raw (PPO normalises per minibatch, or not at all: ``algo.adv_norm``).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class GAEBuffer:
         gamma: float,
         lam: float,
         obs_dtype: Any = np.float32,
+        normalize_adv: bool = True,
     ) -> None:
         self.obs = np.zeros((size, *np.atleast_1d(obs_dim)), dtype=obs_dtype)
         self.act = np.zeros((size, *act_shape), dtype=act_dtype)
@@ -50,7 +53,7 @@ class GAEBuffer:
         self.logp = np.zeros(size, dtype=np.float32)
         self.adv = np.zeros(size, dtype=np.float32)
         self.ret = np.zeros(size, dtype=np.float32)
-        self.gamma, self.lam = gamma, lam
+        self.gamma, self.lam, self.normalize_adv = gamma, lam, normalize_adv
         self.ptr, self.path_start, self.size = 0, 0, size
 
     def store(self, obs: np.ndarray, act: Any, rew: float, val: float, logp: float) -> None:
@@ -71,12 +74,15 @@ class GAEBuffer:
         self.path_start = self.ptr
 
     def get(self) -> dict[str, np.ndarray]:
-        """The full epoch (obs, act, ret, adv, logp, val) with normalised advantages; empties the buffer."""
+        """The full epoch (obs, act, ret, adv, logp, val), advantages normalised unless ``normalize_adv``
+        is off; empties the buffer."""
         assert self.ptr == self.size, "GAEBuffer.get() before the epoch was full"
         assert self.path_start == self.ptr, "GAEBuffer.get() with an unfinished path"
         self.ptr, self.path_start = 0, 0
-        mean, std = comm.statistics_scalar(self.adv)
-        adv = (self.adv - mean) / (std + 1e-8)
+        adv = self.adv
+        if self.normalize_adv:
+            mean, std = comm.statistics_scalar(self.adv)
+            adv = (self.adv - mean) / (std + 1e-8)
         return dict(
             obs=self.obs, act=self.act, ret=self.ret, adv=adv.astype(np.float32), logp=self.logp, val=self.val
         )

@@ -47,6 +47,33 @@ def reset_uid() -> None:
     _uid.cache_clear()
 
 
+def normalize_overrides(args: list[str]) -> list[str]:
+    """Command-line overrides as Hydra takes them: ``+tuned=NAME`` (appending the group, as one writes
+    for an optional group) becomes ``tuned=NAME`` (rlexp's defaults list already has ``tuned: none``)."""
+    return [a[1:] if a.startswith("+tuned=") else a for a in args]
+
+
+def tuned_presets(name: str) -> list[str]:
+    """The env presets that have tuned settings for algorithm ``name`` (``conf/tuned_preset/<name>/``)."""
+    folder = Path(CONF_DIR) / "tuned_preset" / name
+    return sorted(p.stem for p in folder.glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def check_tuned(container: dict[str, Any]) -> None:
+    """``tuned=NAME`` applies only to algo=NAME, and only where the env preset has tuned settings."""
+    tuned = container.get("tuned") or {}
+    name = tuned.get("name")
+    if not name:
+        return
+    algo = container.get("algo", {}).get("name")
+    if algo != name:
+        raise ConfigError(f"tuned={name} holds settings of algo={name}, but algo={algo}; use algo={name}")
+    if tuned.get("preset") is None:
+        env_id = container.get("env", {}).get("id")
+        have = ", ".join(f"env={e}" for e in tuned_presets(name)) or "none"
+        raise ConfigError(f"tuned={name} has no settings for env.id={env_id!r}; tuned {name} presets: {have}")
+
+
 def _job_dir(num: Any, swept: str) -> str:
     """A sweep job's directory name: its number, then the values of the swept keys (``3_algo.lr=0.001,seed=1``)."""
     return f"{num}_{swept}" if swept else str(num)
@@ -130,6 +157,7 @@ def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
     backend = container.get("backend", {}).get("name")
     if backend not in BACKEND_SCHEMAS:
         raise ConfigError(f"backend.name={backend!r} is unknown; choose one of: {', '.join(BACKEND_SCHEMAS)}")
+    check_tuned(container)
     apply_lr(container)
     try:
         schema = OmegaConf.structured(RLExpConfig)
@@ -162,6 +190,7 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
     _add_evaluation_keys(raw)
     _add_network_keys(raw)
+    _add_later_group_keys(raw)
     # A run from before a top-level key was added: take the key's value from conf/config.yaml (the
     # keys that are added later describe how a run is recorded or scored, not how it trains).
     later = OmegaConf.masked_copy(OmegaConf.load(Path(CONF_DIR) / "config.yaml"), list(LATER_KEYS))
@@ -186,6 +215,31 @@ def _add_network_keys(raw: DictConfig) -> None:
     network = raw.get("network")
     if isinstance(network, DictConfig) and "encoder" not in network:
         network.encoder = "mlp"
+
+
+def _add_later_group_keys(raw: DictConfig) -> None:
+    """A run from before keys were added to the env, algo and tuned groups trains on as it did: each
+    missing key takes the value of the preset that introduced it, which keeps the old behaviour (the
+    env pipeline from conf/config.yaml: no wrappers, no normalisation; an algorithm's new keys from
+    its conf/algo/ preset: all off; tuned: none)."""
+    conf = Path(CONF_DIR)
+    sources = {
+        "env": OmegaConf.load(conf / "config.yaml").get("env"),
+        "tuned": OmegaConf.load(conf / "tuned" / "none.yaml"),
+    }
+    algo = raw.get("algo")
+    preset = conf / "algo" / f"{algo.get('name')}.yaml" if isinstance(algo, DictConfig) else None
+    if preset is not None and preset.is_file():  # a plugin's algorithm: its own presets, not filled here
+        sources["algo"] = OmegaConf.load(preset)
+    for group, source in sources.items():
+        if group not in raw:
+            raw[group] = {}
+        node = raw[group]
+        if not isinstance(node, DictConfig) or source is None:
+            continue
+        for key in source:
+            if key != "defaults" and key not in node:
+                node[key] = source[key]
 
 
 def load_run_config(run_dir: str | Path) -> RLExpConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.machinery
+import inspect
 import os
 import sys
 import warnings
@@ -133,6 +134,94 @@ def _registered_id(env_id: str, allow_local: bool = True) -> str:
     return env_id
 
 
+# gymnasium wrappers that keep statistics across episodes: a checkpoint cannot hold them, and each
+# rank would normalise with its own numbers -> the rlexp key that does it right
+STATEFUL_WRAPPERS = {
+    "NormalizeObservation": "env.normalize_obs=true",
+    "NormalizeReward": "env.normalize_reward=true",
+}
+
+
+def wrapper_specs(wrappers: Any, allow_env_import: bool = True) -> list[tuple[str, type, dict[str, Any]]]:
+    """``env.wrappers`` as (name, class, kwargs) triples, checked without building an env.
+
+    Each entry is a class name of ``gymnasium.wrappers`` (or ``module:Class``), alone or as a one-key
+    mapping to its keyword arguments. RLExpError (one line) for an entry of another form, an unknown
+    wrapper, a wrapper with cross-episode state, or keyword arguments its constructor does not take.
+    """
+    specs = []
+    for i, entry in enumerate(list(wrappers or [])):
+        if isinstance(entry, str):
+            name, kwargs = entry, {}
+        elif isinstance(entry, dict) and len(entry) == 1:
+            name, kwargs = next(iter(entry.items()))
+            kwargs = {} if kwargs is None else kwargs
+        else:
+            raise RLExpError(
+                f"env.wrappers[{i}]={entry!r} is not a wrapper; use a class name (ClipAction) or a one-key "
+                "mapping to its keyword arguments ({RescaleAction: {min_action: -1, max_action: 1}})"
+            )
+        if not isinstance(name, str) or not isinstance(kwargs, dict):
+            raise RLExpError(
+                f"env.wrappers[{i}]={entry!r}: the keyword arguments of {name!r} must be a mapping"
+            )
+        if name in STATEFUL_WRAPPERS:
+            raise RLExpError(
+                f"env.wrappers[{i}]={name} keeps statistics across episodes that checkpoints cannot hold and "
+                f"ranks do not share; use {STATEFUL_WRAPPERS[name]} (pooled over ranks, checkpointed)"
+            )
+        cls = _wrapper_class(name, i, allow_env_import)
+        try:
+            inspect.signature(cls).bind(None, **kwargs)
+        except TypeError as exc:
+            raise RLExpError(f"env.wrappers[{i}]: {name} does not take {kwargs} ({exc})") from None
+        specs.append((name, cls, dict(kwargs)))
+    return specs
+
+
+def _wrapper_class(name: str, index: int, allow_env_import: bool) -> type:
+    """The wrapper class ``name``: gymnasium.wrappers.<name>, or <Class> of module for ``module:Class``."""
+    if ":" in name:
+        module, attr = name.split(":", 1)
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            raise RLExpError(
+                f"env.wrappers[{index}]={name!r}: {module!r} is not a module name; use module:Class"
+            )
+        _import_env_module(module, name, allow_env_import)
+        cls = getattr(sys.modules[module], attr, None)
+    else:
+        cls = getattr(gym.wrappers, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
+        known = sorted(
+            n
+            for n in dir(gym.wrappers)
+            if isinstance(getattr(gym.wrappers, n), type)
+            and issubclass(getattr(gym.wrappers, n), gym.Wrapper)
+            and n not in STATEFUL_WRAPPERS
+            and not n.endswith("V0")
+        )
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        hint = (
+            f"close matches: {', '.join(close)}" if close else f"gymnasium.wrappers has: {', '.join(known)}"
+        )
+        raise RLExpError(f"env.wrappers[{index}]={name!r} is not a gymnasium env wrapper ({hint})")
+    return cls
+
+
+def apply_wrappers(env: gym.Env, specs: list[tuple[str, type, dict[str, Any]]]) -> gym.Env:
+    """``env`` wrapped by each of ``specs`` in order (one line naming the wrapper if one fails)."""
+    for i, (name, cls, kwargs) in enumerate(specs):
+        try:
+            env = cls(env, **kwargs)
+        except Exception as exc:
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            raise RLExpError(
+                f"env.wrappers[{i}]: {name}({kwargs}) cannot wrap {env.spec.id if env.spec else env} "
+                f"({type(exc).__name__}: {message})"
+            ) from None
+    return env
+
+
 def make_env(
     cfg: EnvConfig,
     seed: int | None = None,
@@ -140,8 +229,8 @@ def make_env(
     allow_env_import: bool = True,
     **make_kwargs: Any,
 ) -> gym.Env:
-    """A gymnasium env with flat float observations, reset with ``seed`` and its action space seeded
-    with ``action_space_seed`` (two streams of :class:`rlexp.seeding.RankSeeds`).
+    """A gymnasium env with ``cfg.wrappers`` applied and flat float observations, reset with ``seed`` and
+    its action space seeded with ``action_space_seed`` (two streams of :class:`rlexp.seeding.RankSeeds`).
 
     Observations that are Box of any shape or Discrete are flattened to one float vector (Discrete
     becomes one-hot), except images (uint8 Box of rank >= 2, :func:`rlexp.nn.is_image_space`), which
@@ -164,6 +253,7 @@ def make_env(
         raise RLExpError(f"env.id={cfg.id!r} cannot be made: {str(exc).splitlines()[0]}") from None
     except TypeError as exc:
         raise RLExpError(f"env.kwargs={dict(cfg.kwargs)} rejected by {env_id}: {exc}") from None
+    env = apply_wrappers(env, wrapper_specs(cfg.wrappers, allow_env_import))
     obs_space = env.observation_space
     if isinstance(obs_space, (spaces.Box, spaces.Discrete)) and not (
         isinstance(obs_space, spaces.Box) and (len(obs_space.shape) == 1 or is_image_space(obs_space))

@@ -71,6 +71,10 @@ def user_message(exc: BaseException) -> str | None:
     if isinstance(exc, OverrideParseException):
         return f"bad override syntax: {str(exc).splitlines()[0]} (see hydra.cc override grammar)"
     cause = exc.__cause__
+    tuned = re.match(r"In 'tuned_preset/(\w+)/.*full_key: (\S+)", str(exc), re.DOTALL)
+    if isinstance(exc, HydraException) and tuned:  # tuned=ppo with algo=sac: a key the algo does not have
+        name, key = tuned.groups()
+        return f"tuned={name} holds settings of algo={name} ({key} is not a key of the chosen algo); use algo={name}"
     if isinstance(exc, ConfigCompositionException) and isinstance(
         cause, (ConfigAttributeError, ConfigKeyError)
     ):

@@ -27,7 +27,17 @@ and python -m rlexp.test_policy RUN_DIR. Hydra's own flags (--cfg job, --info, .
 """
 
 # The groups a user picks from, in the order they are listed
-GROUPS = ("algo", "env", "network", "backend", "comm", "experiment", "hydra/launcher", "hydra/sweeper")
+GROUPS = (
+    "algo",
+    "env",
+    "network",
+    "backend",
+    "comm",
+    "tuned",
+    "experiment",
+    "hydra/launcher",
+    "hydra/sweeper",
+)
 # The chosen presets shown with their comments, after the root config
 SHOWN = ("algo", "env", "network", "backend", "comm")
 

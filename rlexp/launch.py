@@ -53,8 +53,10 @@ register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLUR
 
 def validate_experiment(cfg: RLExpConfig) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
-    and the env fits the algorithm and the network (image observations need a CNN encoder)."""
+    and the env fits the algorithm and the network (image observations need a CNN encoder and are
+    not normalised: ``env.normalize_obs`` is for vector observations)."""
     from rlexp.envs import check_first_step, check_spaces, image_observations, make_env
+    from rlexp.nn import is_image_space
 
     algo = cfg.algo
     if cfg.backend.name not in algo.BACKENDS:
@@ -70,6 +72,11 @@ def validate_experiment(cfg: RLExpConfig) -> None:
     try:
         check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
         image_observations(algo, cfg.network, cfg.env.id, env.observation_space)
+        if cfg.env.normalize_obs and is_image_space(env.observation_space):
+            raise RLExpError(
+                f"env.normalize_obs=true normalises vector observations, but {cfg.env.id} has image "
+                f"observations {env.observation_space} (the network scales them, x/255); use env.normalize_obs=false"
+            )
         check_first_step(env, cfg.env.id, cfg.env.kwargs)
         check_memory(cfg, env)
     finally:

@@ -32,11 +32,24 @@ class EnvConfig:
     id: str = MISSING
     max_ep_len: int | None = MISSING
     kwargs: dict[str, Any] = MISSING
+    wrappers: list[Any] = MISSING
+    normalize_obs: bool = MISSING
+    normalize_reward: bool = MISSING
+    clip_obs: float = MISSING
+    clip_reward: float = MISSING
+    norm_gamma: float | None = MISSING
 
     def validate(self) -> None:
         check(
             self.max_ep_len is None or self.max_ep_len >= 1,
             f"env.max_ep_len={self.max_ep_len} is out of range; use an integer >= 1 or null",
+        )
+        for key in ("clip_obs", "clip_reward"):
+            value = getattr(self, key)
+            check(math.isfinite(value) and value > 0, f"env.{key}={value} is out of range; use a number > 0")
+        check(
+            self.norm_gamma is None or 0.0 < self.norm_gamma <= 1.0,
+            f"env.norm_gamma={self.norm_gamma} is out of range; use 0 < norm_gamma <= 1 or null (algo.gamma)",
         )
 
 
@@ -259,6 +272,15 @@ class ScoreConfig:
 
 
 @dataclass
+class TunedConfig:
+    """Which tuned preset set some of the run's keys (``tuned=ppo``: ``conf/tuned/``, ``conf/tuned_preset/``)."""
+
+    name: str | None = MISSING
+    preset: str | None = MISSING
+    source: str | None = MISSING
+
+
+@dataclass
 class RLExpConfig:
     """The whole experiment: one option of each group plus the top-level keys."""
 
@@ -269,6 +291,7 @@ class RLExpConfig:
     comm: CommConfig = MISSING
     logger: LoggerConfig = MISSING
     score: ScoreConfig = MISSING
+    tuned: TunedConfig = MISSING
     seed: int = MISSING
     exp_name: str = MISSING
     resume: str | None = MISSING
@@ -280,6 +303,7 @@ class RLExpConfig:
             not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
+        self.comm.validate()  # first: the algorithm's checks divide by comm.procs
         self.algo.validate(self.comm.procs)
-        for part in (self.env, self.network, self.backend, self.comm, self.score, self.logger):
+        for part in (self.env, self.network, self.backend, self.score, self.logger):
             part.validate()

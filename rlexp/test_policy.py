@@ -114,7 +114,7 @@ def load_policy_and_env(
     env, learner, to_env, epoch = load_learner(run_dir, itr, render_mode, allow_env_import, best)
 
     def get_action(obs: np.ndarray) -> Any:
-        return to_env(learner.act(obs, deterministic=deterministic))
+        return to_env(learner.act(learner.observe(obs), deterministic=deterministic))
 
     return env, get_action, epoch
 

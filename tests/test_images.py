@@ -250,6 +250,18 @@ def test_the_replay_memory_check_counts_images_as_bytes(monkeypatch):
         launch.check_memory(cfg, env)
 
 
+def test_observation_normalisation_is_refused_for_images():
+    from rlexp.launch import validate_experiment
+
+    cfg = composed(*PIXELS, "network=nature_cnn", "env.normalize_obs=true")
+    with pytest.raises(
+        RLExpError, match=r"^env.normalize_obs=true normalises vector observations, but .*x/255"
+    ):
+        validate_experiment(cfg)
+    cfg.env.normalize_obs, cfg.env.normalize_reward = False, True  # rewards may be scaled
+    validate_experiment(cfg)
+
+
 def test_an_old_run_without_network_encoder_reads_as_an_mlp(tmp_path):
     import yaml
 

@@ -64,7 +64,9 @@ def test_agent(
         o, _ = env.reset()
         done, ep_ret, ep_len = False, 0.0, 0
         while not done:
-            o, r, terminated, truncated, _ = env.step(to_env(learner.act(o, deterministic=True)))
+            o, r, terminated, truncated, _ = env.step(
+                to_env(learner.act(learner.observe(o), deterministic=True))
+            )
             ep_ret += float(r)
             ep_len += 1
             done = terminated or truncated

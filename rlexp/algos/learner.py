@@ -26,6 +26,7 @@ from rlexp.envs import image_observations
 from rlexp.errors import RLExpError
 from rlexp.nn import Image
 from rlexp.nn.acting import ActorCriticActing
+from rlexp.normalize import Normalizer
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -60,6 +61,17 @@ class Learner(ABC):
         #: the layout of image observations that the networks' CNN encoders read; None: flat ones
         self.image: Image | None = image_observations(cfg.algo, cfg.network, cfg.env.id, obs_space)
         self.rng = seeds.generator("acting")
+        env = cfg.env
+        #: the observation and reward normalisation (env.normalize_obs/normalize_reward); its
+        #: statistics are part of this learner's state, so every checkpoint holds them
+        self.normalizer = Normalizer(
+            tuple(obs_space.shape),
+            env.normalize_obs,
+            env.normalize_reward,
+            env.clip_obs,
+            env.clip_reward,
+            env.norm_gamma if env.norm_gamma is not None else cfg.algo.gamma,
+        )
 
     # --- what the loops and test_policy call ---------------------------------------------------
     @abstractmethod
@@ -96,12 +108,25 @@ class Learner(ABC):
         """Read a checkpoint written by :meth:`write_file`, without unpickling code (errors are RLExpError)."""
 
     # --- checkpoints, the same on every backend ---------------------------------------------------
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        """An env observation as the policy takes it: normalised with the frozen statistics when
+        ``env.normalize_obs`` (test episodes, test_policy, the Python API), else unchanged."""
+        return self.normalizer.frozen_obs(obs)
+
     def extra_state(self) -> dict[str, Any]:
-        """State beside the library's: the numpy acting generator, and whatever subclasses add."""
-        return {"np_rng": self.rng.bit_generator.state}
+        """State beside the library's: the numpy acting generator, the normalisation statistics (when
+        normalising), and whatever subclasses add."""
+        state: dict[str, Any] = {"np_rng": self.rng.bit_generator.state}
+        if self.normalizer.enabled:
+            state["normalizer"] = self.normalizer.state_dict()
+        return state
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["np_rng"]
+        if self.normalizer.enabled:
+            if "normalizer" not in state:
+                raise ValueError("the checkpoint has no normalisation statistics, but this run normalises")
+            self.normalizer.load_state_dict(state["normalizer"])
 
     def state_dict(self) -> dict[str, Any]:
         """All of the learner's state: networks (targets included), optimizers, generators, counters."""
@@ -154,6 +179,9 @@ class OnPolicyLearner(Learner):
 
     def refresh(self) -> None:
         self.acting.refresh()
+
+    def start_epoch(self, epoch: int) -> None:
+        """Called before the collection of epoch ``epoch`` (0-based) of ``algo.epochs``."""
 
     def update(self, batch: Batch) -> Stats:
         stats = self.update_networks(self.tensors(batch))

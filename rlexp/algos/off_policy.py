@@ -41,6 +41,7 @@ from rlexp.buffers import ReplayBuffer
 from rlexp.envs import ActionScaler, EpisodeRecorder, make_env, obs_dtype
 from rlexp.errors import check, check_at_least
 from rlexp.logger import EpochLogger
+from rlexp.normalize import Normalizer
 from rlexp.schema import AlgoConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 from rlexp.stopping import StopRequest
@@ -101,6 +102,16 @@ class OffPolicyConfig(AlgoConfig):
         return ActionScaler(act_space).to_env
 
 
+def normalized(batch: dict[str, Any], norm: Normalizer) -> dict[str, Any]:
+    """A replay batch of raw transitions as the learner sees them: observations normalised and rewards
+    scaled with the current statistics (SB3's VecNormalize with an off-policy algorithm)."""
+    if norm.normalize_obs:
+        batch["obs"], batch["obs2"] = norm.frozen_obs(batch["obs"]), norm.frozen_obs(batch["obs2"])
+    if norm.normalize_reward:
+        batch["rew"] = norm.scale_rewards(batch["rew"])
+    return batch
+
+
 def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
     """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``.
 
@@ -126,14 +137,17 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     book = Bookkeeping(
         cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds, keep=algo.keep_checkpoints
     )
+    norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
     state = book.loop_state
     if state is None:
-        t, o = 0, episode.reset(seed=seeds["env"])
-    else:
+        t, raw = 0, episode.reset(seed=seeds["env"])
+        o = norm.obs(raw)
+    else:  # the statistics in the checkpoint already hold this observation
         t = int(state["t"])
         replay.load_state_dict(state["replay"])
         rng.bit_generator.state = state["replay_rng"]
-        o = episode.load_state_dict(state["episode"])
+        raw = episode.load_state_dict(state["episode"])
+        o = norm.frozen_obs(raw)
     timer = book.timer
     for epoch in range(book.first_epoch + 1, algo.epochs + 1):
         for _ in range(local_steps):
@@ -141,17 +155,19 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                 a = scaler.normalize(env.action_space.sample()) if t < start_steps else learner.explore(o)
             with timer.phase("env"):
                 o2, r, terminated, truncated, _ = episode.step(scaler.to_env(a))
-            replay.store(o, a, r, o2, terminated)
-            o = o2
+            norm.reward(r, terminated or truncated)  # the running return's statistics; raw rewards are stored
+            replay.store(raw, a, r, o2, terminated)
+            raw = o2
             if terminated or truncated:
                 logger.store(EpRet=episode.ret, EpLen=episode.length)
                 with timer.phase("env"):
-                    o = episode.reset()
+                    raw = episode.reset()
+            o = norm.obs(raw)
             t += 1
             if t >= update_after and t % algo.update_every == 0:
                 with timer.phase("update"):
                     for _ in range(algo.update_every):
-                        logger.store(**learner.update(replay.sample_batch(batch_size, rng)))
+                        logger.store(**learner.update(normalized(replay.sample_batch(batch_size, rng), norm)))
 
         book.evaluation.test(epoch)
 
@@ -163,7 +179,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                 "t": t,
                 "replay": replay.state_dict(),
                 "replay_rng": rng.bit_generator.state,
-                "episode": episode.state_dict(o),
+                "episode": episode.state_dict(raw),
             }
             book.checkpoint(epoch, loop_state)
         if book.finished:

@@ -22,6 +22,7 @@ best checkpoint and ``algo.stop_at_return`` are the same as in the off-policy lo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,11 +63,28 @@ class OnPolicyConfig(AlgoConfig):
     lam: float = MISSING
     vf_lr: float = MISSING
     train_v_iters: int = MISSING
+    log_std_init: float = MISSING
+    ortho_init: bool = MISSING
+    adam_eps: float = MISSING
 
     def validate(self, procs: int) -> None:
         super().validate(procs)
         check(0.0 <= self.lam <= 1.0, f"algo.lam={self.lam} is out of range; use 0 <= lam <= 1")
         check(self.train_v_iters >= 0, f"algo.train_v_iters={self.train_v_iters} is out of range; use >= 0")
+        check(
+            math.isfinite(self.log_std_init),
+            f"algo.log_std_init={self.log_std_init} is out of range; use a finite number",
+        )
+        check(
+            math.isfinite(self.adam_eps) and self.adam_eps > 0,
+            f"algo.adam_eps={self.adam_eps} is out of range; use a number > 0",
+        )
+
+    @property
+    def epoch_adv_norm(self) -> bool:
+        """Whether the epoch's advantages are normalised as a whole, pooled over ranks (Spinning Up;
+        PPO's ``adv_norm`` may move that into its minibatches or turn it off)."""
+        return True
 
     @staticmethod
     def loop() -> Callable[..., None]:
@@ -96,31 +114,48 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     obs_space = env.observation_space
     act_shape, act_dtype = action_dims(env.action_space)
     buf = GAEBuffer(
-        obs_space.shape, act_shape, act_dtype, local_steps, algo.gamma, algo.lam, obs_dtype(obs_space)
+        obs_space.shape,
+        act_shape,
+        act_dtype,
+        local_steps,
+        algo.gamma,
+        algo.lam,
+        obs_dtype(obs_space),
+        normalize_adv=algo.epoch_adv_norm,
     )
+    norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
 
     episode = EpisodeRecorder(env)
     book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds)
     state = book.loop_state
-    o = episode.reset(seed=seeds["env"]) if state is None else episode.load_state_dict(state["episode"])
+    if state is None:
+        raw = episode.reset(seed=seeds["env"])
+        o = norm.obs(raw)
+    else:  # the statistics in the checkpoint already hold this observation
+        raw = episode.load_state_dict(state["episode"])
+        o = norm.frozen_obs(raw)
     timer = book.timer
     for epoch in range(book.first_epoch, algo.epochs):
+        learner.start_epoch(epoch)
         for t in range(local_steps):
             with timer.phase("act"):
                 a, v, logp = learner.step(o)
             with timer.phase("env"):
-                o2, r, terminated, truncated, _ = episode.step(to_env(a))
-            buf.store(o, a, r, v, logp)
+                raw, r, terminated, truncated, _ = episode.step(to_env(a))
+            ended = terminated or truncated
+            buf.store(o, a, norm.reward(r, ended), v, logp)
             logger.store(VVals=v)
-            o = o2
             epoch_ended = t == local_steps - 1
-            if terminated or truncated or epoch_ended:
+            if ended:
                 with timer.phase("update"):
-                    buf.finish_path(0.0 if terminated else learner.value(o))
-                if terminated or truncated:
-                    logger.store(EpRet=episode.ret, EpLen=episode.length)
-                    with timer.phase("env"):
-                        o = episode.reset()
+                    buf.finish_path(0.0 if terminated else learner.value(norm.frozen_obs(raw)))
+                logger.store(EpRet=episode.ret, EpLen=episode.length)
+                with timer.phase("env"):
+                    raw = episode.reset()
+            o = norm.obs(raw)  # the next observation (a new episode's first after an end)
+            if epoch_ended and not ended:
+                with timer.phase("update"):
+                    buf.finish_path(learner.value(o))
         with timer.phase("update"):
             logger.store(**learner.update(buf.get()))
         book.evaluation.test(epoch + 1)
@@ -130,6 +165,6 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         logger.log_tabular("VVals", with_min_and_max=True)
         logger.log_tabular("TotalEnvInteracts", (epoch + 1) * local_steps * size)
         if book.end_epoch(epoch + 1, local_steps * size):
-            book.checkpoint(epoch + 1, {"episode": episode.state_dict(o)})
+            book.checkpoint(epoch + 1, {"episode": episode.state_dict(raw)})
         if book.finished:
             break

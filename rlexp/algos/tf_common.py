@@ -131,11 +131,19 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.discrete = isinstance(act_space, spaces.Discrete)
         net = cfg.network
+        algo = self.algo
         self.ac = ActorCritic(
-            self.obs_dim, act_space, net.hidden_sizes, net.activation, self.init_rng, self.image
+            self.obs_dim,
+            act_space,
+            net.hidden_sizes,
+            net.activation,
+            self.init_rng,
+            self.image,
+            algo.log_std_init,
+            algo.ortho_init,
         )
         self.sync(self.ac)
-        self.vf_optimizer = Adam(self.ac.v.parameters(), lr=self.algo.vf_lr)
+        self.vf_optimizer = Adam(self.ac.v.parameters(), lr=algo.vf_lr, eps=algo.adam_eps)
         self._v_step = self.function(self._v_step_graph)
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
@@ -161,8 +169,15 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         return out
 
     def loss_v(self, batch: Batch) -> tf.Tensor:
-        """Mean squared error of V(s) against the rewards-to-go."""
-        return tf.reduce_mean(tf.square(self.ac.v(batch["obs"]) - batch["ret"]))
+        """Mean squared error of V(s) against the rewards-to-go; with ``algo.vf_clip`` (PPO), the larger of
+        it and the error of V(s) clipped to within vf_clip of its value at collection time."""
+        v = self.ac.v(batch["obs"])
+        loss = tf.square(v - batch["ret"])
+        clip = getattr(self.algo, "vf_clip", None)
+        if clip is not None:
+            v_clipped = batch["val"] + tf.clip_by_value(v - batch["val"], -clip, clip)
+            loss = tf.maximum(loss, tf.square(v_clipped - batch["ret"]))
+        return tf.reduce_mean(loss)
 
     def _v_step_graph(self, batch: Batch) -> None:
         with tf.GradientTape() as tape:

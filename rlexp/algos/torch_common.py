@@ -27,10 +27,10 @@ from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 
 
-def adam(params: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
+def adam(params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
     """torch.optim.Adam with its fused kernel (one pass over all tensors instead of a loop per
     tensor; the same update rule, so TF's Adam still matches it)."""
-    return torch.optim.Adam(list(params), lr=lr, fused=True)
+    return torch.optim.Adam(list(params), lr=lr, eps=eps, fused=True)
 
 
 def flatten_(params: list[torch.nn.Parameter], grads: bool = True) -> torch.Tensor:
@@ -163,11 +163,19 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.discrete = isinstance(act_space, spaces.Discrete)
         net = cfg.network
+        algo = self.algo
         with self.initialising():
-            ac = ActorCritic(self.obs_dim, act_space, net.hidden_sizes, net.activation, self.image)
-            self.ac = ac.to(self.device)
+            self.ac = ActorCritic(
+                self.obs_dim,
+                act_space,
+                net.hidden_sizes,
+                net.activation,
+                self.image,
+                algo.log_std_init,
+                algo.ortho_init,
+            ).to(self.device)
         self.sync(self.ac)
-        self.vf_optimizer = adam(self.ac.v.parameters(), self.algo.vf_lr)
+        self.vf_optimizer = adam(self.ac.v.parameters(), algo.vf_lr, algo.adam_eps)
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.detach().cpu().numpy()) if isinstance(pi, GaussianActor) else None
@@ -192,8 +200,16 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
         return out
 
     def loss_v(self, batch: Batch) -> torch.Tensor:
-        """Mean squared error of V(s) against the rewards-to-go."""
-        return ((self.ac.v(batch["obs"]) - batch["ret"]) ** 2).mean()
+        """Mean squared error of V(s) against the rewards-to-go; with ``algo.vf_clip`` (PPO), the larger of
+        it and the error of V(s) clipped to within vf_clip of its value at collection time (SB3's
+        clip_range_vf, CleanRL's clip_vloss)."""
+        v = self.ac.v(batch["obs"])
+        loss = (v - batch["ret"]) ** 2
+        clip = getattr(self.algo, "vf_clip", None)
+        if clip is not None:
+            v_clipped = batch["val"] + torch.clamp(v - batch["val"], -clip, clip)
+            loss = torch.maximum(loss, (v_clipped - batch["ret"]) ** 2)
+        return loss.mean()
 
     def update_v(self, batch: Batch) -> tuple[float, float]:
         """``train_v_iters`` full-batch Adam steps on the value loss; return (loss before, loss after)."""

@@ -76,6 +76,20 @@ def broadcast_(buf: np.ndarray, root: int = 0) -> np.ndarray:
     return buf
 
 
+def allgather(x: np.ndarray) -> np.ndarray:
+    """Every rank's ``x`` (same shape and dtype on all ranks) stacked in rank order: shape (procs, *x.shape)."""
+    global _seconds
+    x = np.asarray(x, order="C")  # (not ascontiguousarray: it makes a 0-d array 1-d)
+    world = _world()
+    if world is None or world.Get_size() == 1:
+        return x[None]
+    out = np.empty((world.Get_size(), *x.shape), dtype=x.dtype)
+    start = time.perf_counter()
+    world.Allgather(x, out)
+    _seconds += time.perf_counter() - start
+    return out
+
+
 def barrier() -> None:
     """Wait until every rank gets here."""
     global _seconds

@@ -248,7 +248,8 @@ class CategoricalActor(Module):
 
 
 class GaussianActor(Module):
-    """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (init -0.5)."""
+    """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (initially
+    ``log_std_init``; Spinning Up's -0.5)."""
 
     def __init__(
         self,
@@ -258,9 +259,10 @@ class GaussianActor(Module):
         activation: str,
         rng: np.random.Generator,
         image: Image | None = None,
+        log_std_init: float = -0.5,
     ) -> None:
         super().__init__()
-        self.log_std = tf.Variable(np.full(act_dim, -0.5, np.float32), name="log_std")
+        self.log_std = tf.Variable(np.full(act_dim, log_std_init, np.float32), name="log_std")
         self.encoder, n_in = encoder(obs_dim, image, rng)
         self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation, rng)
 
@@ -324,6 +326,8 @@ class ActorCritic(Module):
         activation: str,
         rng: np.random.Generator,
         image: Image | None = None,
+        log_std_init: float = -0.5,
+        ortho_init: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(act_space, spaces.Discrete):
@@ -332,11 +336,38 @@ class ActorCritic(Module):
             )
         else:
             act_dim = int(np.prod(act_space.shape))
-            self.pi = GaussianActor(obs_dim, act_dim, hidden_sizes, activation, rng, image)
+            self.pi = GaussianActor(obs_dim, act_dim, hidden_sizes, activation, rng, image, log_std_init)
         self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng, image)
+        if ortho_init:  # the MLP heads only; a CNN encoder keeps its default initialisation
+            head = self.pi.mu_net if isinstance(self.pi, GaussianActor) else self.pi.logits_net
+            orthogonal_init_(head, ORTHO_GAINS["pi"], rng)
+            orthogonal_init_(self.v.v_net, ORTHO_GAINS["v"], rng)
 
     def parameters(self) -> list[tf.Variable]:
         return [*self.pi.parameters(), *self.v.parameters()]
+
+
+# Gains of the orthogonal initialisation: the same as rlexp/nn/torch.py's
+ORTHO_GAINS = {"hidden": math.sqrt(2.0), "pi": 0.01, "v": 1.0}
+
+
+def orthogonal(shape: tuple[int, int], gain: float, rng: np.random.Generator) -> np.ndarray:
+    """A (rows, cols) matrix with orthonormal rows or columns times ``gain`` (torch's orthogonal_:
+    QR of a standard normal draw, signs fixed by R's diagonal)."""
+    rows, cols = shape
+    flat = rng.standard_normal((max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(flat)
+    q *= np.sign(np.diag(r))
+    return (gain * (q.T if rows < cols else q)).astype(np.float32)
+
+
+def orthogonal_init_(net: MLP, output_gain: float, rng: np.random.Generator) -> None:
+    """Orthogonal weights (``ORTHO_GAINS['hidden']``, ``output_gain`` for the last layer) and zero
+    biases for every layer of ``net``, in place, drawn from ``rng``."""
+    for i, layer in enumerate(net.layers):
+        gain = ORTHO_GAINS["hidden"] if i < len(net.layers) - 1 else output_gain
+        layer.weight.assign(orthogonal(tuple(layer.weight.shape), gain, rng))
+        layer.bias.assign(np.zeros(layer.bias.shape, np.float32))
 
 
 # --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.
@@ -453,7 +484,8 @@ class Adam(tf.Module):
     ) -> None:
         super().__init__()
         self.params = list(params)
-        self.lr, (self.b1, self.b2), self.eps = lr, betas, eps
+        (self.b1, self.b2), self.eps = betas, eps
+        self.lr = tf.Variable(lr, trainable=False, dtype=tf.float32)  # a variable: it may be annealed
         self.m = [tf.Variable(tf.zeros_like(p), trainable=False) for p in self.params]
         self.v = [tf.Variable(tf.zeros_like(p), trainable=False) for p in self.params]
         self.step = tf.Variable(0.0, trainable=False)
@@ -473,7 +505,7 @@ class Adam(tf.Module):
                 v=v.handle,
                 beta1_power=b1_power,
                 beta2_power=b2_power,
-                lr=tf.constant(self.lr, tf.float32),
+                lr=self.lr,
                 beta1=tf.constant(self.b1, tf.float32),
                 beta2=tf.constant(self.b2, tf.float32),
                 epsilon=eps,

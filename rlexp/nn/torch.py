@@ -175,7 +175,8 @@ class CategoricalActor(nn.Module):
 
 
 class GaussianActor(nn.Module):
-    """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (init -0.5)."""
+    """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (initially
+    ``log_std_init``; Spinning Up's -0.5)."""
 
     def __init__(
         self,
@@ -184,9 +185,10 @@ class GaussianActor(nn.Module):
         hidden_sizes: Sequence[int],
         activation: str,
         image: Image | None = None,
+        log_std_init: float = -0.5,
     ) -> None:
         super().__init__()
-        self.log_std = nn.Parameter(torch.full((act_dim,), -0.5))
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
         self.encoder, n_in = encoder(obs_dim, image)
         self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation)
 
@@ -225,6 +227,8 @@ class ActorCritic(nn.Module):
         hidden_sizes: Sequence[int],
         activation: str,
         image: Image | None = None,
+        log_std_init: float = -0.5,
+        ortho_init: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(act_space, spaces.Discrete):
@@ -232,8 +236,29 @@ class ActorCritic(nn.Module):
                 obs_dim, int(act_space.n), hidden_sizes, activation, image
             )
         else:
-            self.pi = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, image)
+            self.pi = GaussianActor(
+                obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, image, log_std_init
+            )
         self.v = ValueFunction(obs_dim, hidden_sizes, activation, image)
+        if ortho_init:  # the MLP heads only; a CNN encoder keeps its default initialisation
+            head = self.pi.mu_net if isinstance(self.pi, GaussianActor) else self.pi.logits_net
+            orthogonal_init_(head, ORTHO_GAINS["pi"])
+            orthogonal_init_(self.v.v_net, ORTHO_GAINS["v"])
+
+
+# Gains of the orthogonal initialisation (SB3's ortho_init, CleanRL's layer_init): hidden layers
+# sqrt(2), the policy's output layer 0.01, the value's output layer 1.
+ORTHO_GAINS = {"hidden": math.sqrt(2.0), "pi": 0.01, "v": 1.0}
+
+
+@torch.no_grad()
+def orthogonal_init_(seq: nn.Sequential, output_gain: float) -> None:
+    """Orthogonal weights (gain ``ORTHO_GAINS['hidden']``, ``output_gain`` for the last layer) and
+    zero biases for every Linear of ``seq``, in place, from torch's global generator."""
+    layers = [m for m in seq if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(layers):
+        nn.init.orthogonal_(layer.weight, ORTHO_GAINS["hidden"] if i < len(layers) - 1 else output_gain)
+        layer.bias.zero_()
 
 
 # --- off-policy (DDPG, TD3, SAC). Actions are normalised to [-1, 1]; the loop maps them to the env's bounds.

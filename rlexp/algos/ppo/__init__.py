@@ -3,6 +3,7 @@ surrogate, stopping early on the rank-averaged KL, then ``train_v_iters`` value 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,6 +13,9 @@ from rlexp.algos.learner import OnPolicyLearner
 from rlexp.algos.on_policy import ON_POLICY_STATS, OnPolicyConfig
 from rlexp.errors import check, check_at_least
 from rlexp.schema import Stat
+
+# algo.adv_norm: where advantages are normalised to mean 0, std 1
+ADV_NORMS = ("epoch", "minibatch", "none")
 
 
 @dataclass
@@ -24,7 +28,20 @@ class PPOConfig(OnPolicyConfig):
     clip_ratio: float = MISSING
     pi_lr: float = MISSING
     train_pi_iters: int = MISSING
-    target_kl: float = MISSING
+    target_kl: float | None = MISSING
+    num_minibatches: int = MISSING
+    update_epochs: int = MISSING
+    ent_coef: float = MISSING
+    vf_coef: float = MISSING
+    vf_clip: float | None = MISSING
+    max_grad_norm: float | None = MISSING
+    anneal_lr: bool = MISSING
+    adv_norm: str = MISSING
+
+    @property
+    def minibatched(self) -> bool:
+        """Whether updates run in shuffled minibatches (SB3/CleanRL) instead of Spinning Up's full batches."""
+        return self.num_minibatches > 0
 
     def validate(self, procs: int) -> None:
         super().validate(procs)
@@ -32,8 +49,40 @@ class PPOConfig(OnPolicyConfig):
             0.0 < self.clip_ratio < 1.0,
             f"algo.clip_ratio={self.clip_ratio} is out of range; use 0 < clip_ratio < 1",
         )
-        check_at_least(self, train_pi_iters=1)
-        check(self.target_kl > 0, f"algo.target_kl={self.target_kl} is out of range; use > 0")
+        check_at_least(self, train_pi_iters=1, num_minibatches=0, update_epochs=1)
+        check(
+            self.target_kl is None or self.target_kl > 0,
+            f"algo.target_kl={self.target_kl} is out of range; use > 0 or null (no early stop)",
+        )
+        for key in ("ent_coef", "vf_coef"):
+            value = getattr(self, key)
+            check(
+                math.isfinite(value) and value >= 0, f"algo.{key}={value} is out of range; use a number >= 0"
+            )
+        for key in ("vf_clip", "max_grad_norm"):
+            value = getattr(self, key)
+            check(
+                value is None or (math.isfinite(value) and value > 0),
+                f"algo.{key}={value} is out of range; use a number > 0 or null (off)",
+            )
+        check(
+            self.adv_norm in ADV_NORMS,
+            f"algo.adv_norm={self.adv_norm!r} is unknown; choose one of: {', '.join(ADV_NORMS)}",
+        )
+        check(
+            self.adv_norm != "minibatch" or self.minibatched,
+            "algo.adv_norm=minibatch needs algo.num_minibatches > 0 (full-batch updates normalise per epoch)",
+        )
+        local = self.steps_per_epoch // procs
+        check(
+            self.num_minibatches <= local,
+            f"algo.num_minibatches={self.num_minibatches} is more than the {local} steps each rank collects "
+            f"per epoch (algo.steps_per_epoch={self.steps_per_epoch} over comm.procs={procs})",
+        )
+
+    @property
+    def epoch_adv_norm(self) -> bool:
+        return self.adv_norm == "epoch"
 
     def stats(self) -> tuple[Stat, ...]:
         return (*ON_POLICY_STATS, ("Entropy", False), ("KL", False), ("ClipFrac", False), ("StopIter", False))

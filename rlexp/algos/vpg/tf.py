@@ -19,7 +19,7 @@ class VPGLearner(OnPolicyTFLearner):
         self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
     ) -> None:
         super().__init__(obs_space, act_space, cfg, seeds)
-        self.pi_optimizer = Adam(self.ac.pi.parameters(), lr=self.algo.pi_lr)
+        self.pi_optimizer = Adam(self.ac.pi.parameters(), lr=self.algo.pi_lr, eps=self.algo.adam_eps)
         self._pi_info = self.function(self.loss_pi)
         self._pi_step = self.function(self._pi_step_graph)
 

@@ -24,7 +24,7 @@ class VPGLearner(OnPolicyTorchLearner):
         self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
     ) -> None:
         super().__init__(obs_space, act_space, cfg, seeds)
-        self.pi_optimizer = adam(self.ac.pi.parameters(), self.algo.pi_lr)
+        self.pi_optimizer = adam(self.ac.pi.parameters(), self.algo.pi_lr, self.algo.adam_eps)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "pi": self.pi_optimizer}

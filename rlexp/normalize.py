@@ -1,0 +1,149 @@
+"""Observation and reward normalisation (``env.normalize_obs``, ``env.normalize_reward``), pooled over MPI ranks.
+
+What Stable-Baselines3's VecNormalize and CleanRL's NormalizeObservation/NormalizeReward wrappers do,
+kept outside the env so that it fits rlexp's contracts:
+
+- **The same numbers on every rank.** Each env step every rank contributes the observation its policy
+  sees next (and its running return); the ranks gather them (one small allgather per step; none with
+  one rank) and every rank folds the same values, in rank order, into the same running mean and
+  variance. All ranks therefore normalise with identical statistics at every step, as a VecNormalize
+  over ``procs`` envs would.
+- **Checkpointed.** The statistics (and each env's running discounted return) are part of the
+  learner's state: every checkpoint and the best checkpoint hold them, a resumed run continues with
+  them (exact resume), and test episodes, test_policy and :meth:`rlexp.api.Policy.act` use them
+  frozen (:meth:`Normalizer.frozen_obs`).
+- **Raw returns are logged.** Only what the learner sees is normalised; EpRet and TestEpRet stay the
+  env's own returns.
+
+Observations: ``clip((o - mean) / sqrt(var + eps), -clip_obs, clip_obs)``, the statistics updated with
+every observation the policy acts on (the first one of each episode included, the terminal one not:
+VecNormalize's choice). Rewards: ``clip(r / sqrt(var_R + eps), -clip_reward, clip_reward)`` where
+``var_R`` is the running variance of the discounted return ``R <- gamma * R + r`` (reset to 0 when an
+episode ends); rewards are scaled, never shifted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import rlexp.comm as comm
+
+EPSILON = 1e-8  # added to the variance before the square root (SB3's and gymnasium's value)
+
+
+class RunningMeanStd:
+    """Running mean and variance of arrays of ``shape``, merged batch by batch (Chan et al.'s parallel
+    algorithm, as in SB3 and gymnasium). Starts at mean 0, variance 1, a pseudo-count of ``1e-4``."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = 1e-4
+
+    def update(self, batch: np.ndarray) -> None:
+        """Fold ``batch`` (shape (n, *shape)) into the statistics."""
+        batch = np.asarray(batch, np.float64)
+        b_mean, b_var, b_count = batch.mean(axis=0), batch.var(axis=0), batch.shape[0]
+        delta = b_mean - self.mean
+        total = self.count + b_count
+        self.mean = self.mean + delta * b_count / total
+        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
+        self.var = m2 / total
+        self.count = total
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        mean, var = np.asarray(state["mean"], np.float64), np.asarray(state["var"], np.float64)
+        if mean.shape != self.mean.shape or var.shape != self.var.shape:
+            raise ValueError(
+                f"normalisation statistics of shape {mean.shape} do not fit observations of shape {self.mean.shape}"
+            )
+        self.mean, self.var, self.count = mean, var, float(state["count"])
+
+
+class Normalizer:
+    """This rank's observation and reward normalisation (both optional), with statistics pooled over ranks.
+
+    :param obs_shape: shape of one observation as the env (after ``env.wrappers``) returns it.
+    :param normalize_obs: normalise observations (else :meth:`obs` returns them as float32, unchanged).
+    :param normalize_reward: scale rewards by the running std of the discounted return.
+    :param clip_obs: bound of the normalised observations (+-).
+    :param clip_reward: bound of the scaled rewards (+-).
+    :param gamma: discount of the running return whose variance scales the rewards (``env.norm_gamma``,
+        by default the algorithm's ``gamma``).
+    """
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        normalize_obs: bool,
+        normalize_reward: bool,
+        clip_obs: float,
+        clip_reward: float,
+        gamma: float,
+    ) -> None:
+        self.normalize_obs, self.normalize_reward = normalize_obs, normalize_reward
+        self.clip_obs, self.clip_reward, self.gamma = clip_obs, clip_reward, gamma
+        self.obs_rms = RunningMeanStd(obs_shape)
+        self.ret_rms = RunningMeanStd(())
+        self.ret = 0.0  # this rank's running discounted return of the episode in progress
+
+    @property
+    def enabled(self) -> bool:
+        return self.normalize_obs or self.normalize_reward
+
+    def frozen_obs(self, obs: np.ndarray) -> np.ndarray:
+        """``obs`` normalised with the current statistics, which stay as they are (test episodes,
+        test_policy, bootstrap values of terminal observations). A rank-local call."""
+        if not self.normalize_obs:
+            return obs
+        out = (np.asarray(obs, np.float64) - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + EPSILON)
+        return np.clip(out, -self.clip_obs, self.clip_obs).astype(np.float32)
+
+    def obs(self, obs: np.ndarray) -> np.ndarray:
+        """Fold every rank's ``obs`` (the observation each policy acts on next) into the statistics,
+        then return this rank's normalised. A collective when observations are normalised: every
+        rank calls it once per env step."""
+        if not self.normalize_obs:
+            return obs
+        self.obs_rms.update(comm.allgather(np.asarray(obs, np.float64)))
+        return self.frozen_obs(obs)
+
+    def reward(self, reward: float, episode_ended: bool) -> float:
+        """Update the running return with ``reward`` (every rank's, pooled) and return the scaled reward;
+        ``episode_ended``: the step ended the episode (the running return restarts at 0). A collective
+        when rewards are normalised: every rank calls it once per env step."""
+        if not self.normalize_reward:
+            return reward
+        self.ret = self.ret * self.gamma + float(reward)
+        self.ret_rms.update(comm.allgather(np.array(self.ret, np.float64)))
+        scaled = float(
+            np.clip(reward / np.sqrt(self.ret_rms.var + EPSILON), -self.clip_reward, self.clip_reward)
+        )
+        if episode_ended:
+            self.ret = 0.0
+        return scaled
+
+    def scale_rewards(self, rewards: np.ndarray) -> np.ndarray:
+        """Rewards scaled with the current statistics, which stay as they are (sampled replay batches)."""
+        if not self.normalize_reward:
+            return rewards
+        scaled = rewards / np.sqrt(self.ret_rms.var + EPSILON)
+        return np.clip(scaled, -self.clip_reward, self.clip_reward).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The statistics and this rank's running return (for checkpoints)."""
+        return {
+            "obs": self.obs_rms.state_dict(),
+            "ret": self.ret_rms.state_dict(),
+            "running_return": self.ret,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.obs_rms.load_state_dict(state["obs"])
+        self.ret_rms.load_state_dict(state["ret"])
+        self.ret = float(state["running_return"])
