@@ -204,5 +204,7 @@ def test_the_readmes_custom_env_recipe(tmp_path):
     )
     assert by_preset.returncode == 0, by_preset.stderr[-3000:]
     config = yaml.safe_load((tmp_path / "b" / "config.yaml").read_text())
-    assert config["env"] == {"id": "my_envs:MyPendulum-v0", "max_ep_len": 100, "kwargs": {"g": 9.81}}
+    preset_keys = {"id": "my_envs:MyPendulum-v0", "max_ep_len": 100, "kwargs": {"g": 9.81}}
+    assert {k: config["env"][k] for k in preset_keys} == preset_keys
+    assert config["env"]["wrappers"] == [] and not config["env"]["normalize_obs"]  # the pipeline's defaults
     assert pd.read_table(tmp_path / "b" / "progress.txt")["EpLen"].iloc[0] == 100

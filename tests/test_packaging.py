@@ -116,19 +116,19 @@ def test_a_plugin_package_adds_an_algorithm(tmp_path):
         "comm.procs=2",  # every rank finds the algorithm too
         "algo.epochs=2",
         "algo.steps_per_epoch=400",
-        "algo.ent_coef=0.05",
+        "algo.mean_ent_coef=0.05",
         f"hydra.run.dir={run}",
     )
     assert res.returncode == 0, res.stderr[-3000:]
     config = (run / "config.yaml").read_text()
-    assert "name: entppo" in config and "ent_coef: 0.05" in config
+    assert "name: entppo" in config and "mean_ent_coef: 0.05" in config
     assert list(pd.read_table(run / "progress.txt")["Epoch"]) == [0, 1]
     assert (run / "checkpoints" / "epoch_000002.rank1.pt").is_file()
     test = _run(ROOT, site, "-m", "rlexp.test_policy", str(run), "--norender", "-n", "2")
     assert test.returncode == 0 and "AverageEpRet" in test.stdout, test.stderr[-3000:]
     # The plugin's own checks and backends are rlexp's one-line errors.
     for override, line in (
-        ("algo.ent_coef=-1", "rlexp: error: algo.ent_coef=-1.0 is out of range; use >= 0"),
+        ("algo.mean_ent_coef=-1", "rlexp: error: algo.mean_ent_coef=-1.0 is out of range; use >= 0"),
         ("backend=tf", "rlexp: error: backend=tf has no entppo learner; available for entppo: torch"),
     ):
         bad = _run(ROOT, site, "-m", "rlexp", "algo=entppo", override, f"hydra.run.dir={tmp_path / 'bad'}")

@@ -69,8 +69,9 @@ def _sweep(sweep: Path, *args: str) -> subprocess.Popen:
     )
 
 
-def _states(job: str, timeout: float = 60) -> list[str]:
-    """The accounting states of every run of ``job`` (-D: requeued runs too), once it has ended."""
+def _states(job: str, timeout: float = 180) -> list[str]:
+    """The accounting states of every run of ``job`` (-D: requeued runs too), once it has ended. On a
+    loaded machine slurmdbd has recorded a finished array only after more than 60 s: wait up to ``timeout``."""
     deadline = time.time() + timeout
     while True:
         res = subprocess.run(

@@ -1,4 +1,5 @@
-"""EntPPO's torch learner: PPO's surrogate minus ``ent_coef`` times the mean policy entropy."""
+"""EntPPO's torch learner: PPO's surrogate minus ``mean_ent_coef`` times the policy entropy averaged over
+action dimensions (PPO's own ``ent_coef`` bonus takes the entropy of the whole action: their sum)."""
 
 from __future__ import annotations
 
@@ -14,4 +15,4 @@ class EntPPOLearner(PPOLearner):
 
     def surrogate(self, batch: Batch) -> tuple[Distribution, torch.Tensor, torch.Tensor, torch.Tensor]:
         pi, loss, ratio, kl = super().surrogate(batch)
-        return pi, loss - self.algo.ent_coef * pi.entropy().mean(), ratio, kl
+        return pi, loss - self.algo.mean_ent_coef * pi.entropy().mean(), ratio, kl
