@@ -109,6 +109,16 @@ def _import_env_module(module: str, env_id: str, allow_local: bool) -> None:
         sys.path[:] = saved
 
 
+def _import_module_of(ref: str, what: str, form: str, allow_local: bool) -> tuple[str, str]:
+    """Import the module of ``ref`` (``module:Name``) and return (module, Name). ``what`` names the
+    config value in errors, ``form`` the expected form; ``allow_local``: see :func:`_import_env_module`."""
+    module, name = ref.split(":", 1)
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        raise RLExpError(f"{what}: {module!r} is not a module name; use {form}")
+    _import_env_module(module, ref, allow_local)
+    return module, name
+
+
 def _registered_id(env_id: str, allow_local: bool = True) -> str:
     """The registry id, after importing the module of a ``module:EnvId`` id. Raises RLExpError.
 
@@ -116,13 +126,9 @@ def _registered_id(env_id: str, allow_local: bool = True) -> str:
     this command did not start: its config names the module, see ``allow_env_import``).
     """
     if ":" in env_id:
-        module, name = env_id.split(":", 1)
-        if not module or not all(part.isidentifier() for part in module.split(".")):
-            raise RLExpError(
-                f"env.id={env_id!r}: {module!r} is not a module name; use module:EnvId, e.g. my_envs:MyEnv-v0"
-            )
-        _import_env_module(module, env_id, allow_local)
-        env_id = name
+        _, env_id = _import_module_of(
+            env_id, f"env.id={env_id!r}", "module:EnvId, e.g. my_envs:MyEnv-v0", allow_local
+        )
     if env_id not in gym.registry:
         _register_namespace(env_id)
     if env_id not in gym.registry:
@@ -182,12 +188,9 @@ def wrapper_specs(wrappers: Any, allow_env_import: bool = True) -> list[tuple[st
 def _wrapper_class(name: str, index: int, allow_env_import: bool) -> type:
     """The wrapper class ``name``: gymnasium.wrappers.<name>, or <Class> of module for ``module:Class``."""
     if ":" in name:
-        module, attr = name.split(":", 1)
-        if not module or not all(part.isidentifier() for part in module.split(".")):
-            raise RLExpError(
-                f"env.wrappers[{index}]={name!r}: {module!r} is not a module name; use module:Class"
-            )
-        _import_env_module(module, name, allow_env_import)
+        module, attr = _import_module_of(
+            name, f"env.wrappers[{index}]={name!r}", "module:Class", allow_env_import
+        )
         cls = getattr(sys.modules[module], attr, None)
     else:
         cls = getattr(gym.wrappers, name, None)

@@ -13,7 +13,7 @@ import yaml
 from rlexp.normalize import Normalizer, RunningMeanStd
 from tests.conftest import composed, run_cli, train
 from tests.test_parity import BOX, DISCRETE, assert_same_params, assert_same_stats, on_policy_batch, pair
-from tests.test_resume import assert_same_run, cut_back, final_state, read_checkpoint
+from tests.test_resume import OFF_POLICY, assert_same_run, cut_back, final_state, read_checkpoint
 
 # PPO with every modern option on (small sizes: tests)
 MODERN_PPO = (
@@ -79,18 +79,7 @@ def test_rewards_are_logged_raw_and_the_first_epoch_is_unchanged_by_reward_scali
 RESUME_CASES = {
     "ppo-torch": ("algo=ppo", "backend=torch", "env=Pendulum-v1", "algo.steps_per_epoch=300", *MODERN_PPO),
     "ppo-tf": ("algo=ppo", "backend=tf", "env=Pendulum-v1", "algo.steps_per_epoch=300", *MODERN_PPO),
-    "sac-torch": (
-        "algo=sac",
-        "env=Pendulum-v1",
-        "algo.steps_per_epoch=300",
-        "algo.start_steps=200",
-        "algo.update_after=200",
-        "algo.update_every=50",
-        "algo.batch_size=32",
-        "algo.num_test_episodes=1",
-        "network.hidden_sizes=[32,32]",
-        "algo.keep_checkpoints=null",
-    ),
+    "sac-torch": ("algo=sac", "backend=torch", *OFF_POLICY),
 }
 
 
