@@ -16,23 +16,25 @@ def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
 
 
 class GAEBuffer:
-    """One epoch of on-policy experience of this rank, with GAE-lambda advantages.
+    """One epoch of on-policy experience of this rank's envs, with GAE-lambda advantages.
 
-    Paths are stored back to back; ``finish_path(last_val)`` closes the current one, bootstrapping
-    with ``last_val`` = V(s_T) when the path was cut (time limit or end of epoch) and 0 when the
-    episode really terminated. ``get()`` returns the full epoch with advantages normalised by their
+    Each env's steps are stored in its own column, its paths back to back; ``finish_path(last_val,
+    env)`` closes that env's current path, bootstrapping with ``last_val`` = V(s_T) when the path was
+    cut (time limit or end of epoch) and 0 when the episode really terminated. ``get()`` returns the
+    full epoch, env after env (each env's steps in time order), with advantages normalised by their
     mean and std pooled over all ranks.
 
     :param obs_dim: length of the (flattened) observation vector, or the shape of one observation
         (images: :func:`rlexp.envs.obs_dtype` stores them as uint8).
     :param act_shape: shape of one action: () for Discrete, (n,) for Box.
     :param act_dtype: numpy dtype of one action.
-    :param size: steps this rank collects per epoch.
+    :param size: steps each env collects per epoch.
     :param gamma: discount factor for rewards-to-go and the TD residuals.
     :param lam: GAE lambda.
     :param obs_dtype: numpy dtype the observations are stored in.
     :param normalize_adv: normalise the epoch's advantages (pooled over ranks) in ``get()``; False
         leaves them raw (PPO normalises per minibatch, or not at all: ``algo.adv_norm``).
+    :param num_envs: envs stepped together (``env.num_envs``); :meth:`store` takes one row per env.
     """
 
     def __init__(
@@ -45,46 +47,59 @@ class GAEBuffer:
         lam: float,
         obs_dtype: Any = np.float32,
         normalize_adv: bool = True,
+        num_envs: int = 1,
     ) -> None:
-        self.obs = np.zeros((size, *np.atleast_1d(obs_dim)), dtype=obs_dtype)
-        self.act = np.zeros((size, *act_shape), dtype=act_dtype)
-        self.rew = np.zeros(size, dtype=np.float32)
-        self.val = np.zeros(size, dtype=np.float32)
-        self.logp = np.zeros(size, dtype=np.float32)
-        self.adv = np.zeros(size, dtype=np.float32)
-        self.ret = np.zeros(size, dtype=np.float32)
+        n = num_envs
+        self.obs = np.zeros((size, n, *np.atleast_1d(obs_dim)), dtype=obs_dtype)
+        self.act = np.zeros((size, n, *act_shape), dtype=act_dtype)
+        self.rew = np.zeros((size, n), dtype=np.float32)
+        self.val = np.zeros((size, n), dtype=np.float32)
+        self.logp = np.zeros((size, n), dtype=np.float32)
+        self.adv = np.zeros((size, n), dtype=np.float32)
+        self.ret = np.zeros((size, n), dtype=np.float32)
         self.gamma, self.lam, self.normalize_adv = gamma, lam, normalize_adv
-        self.ptr, self.path_start, self.size = 0, 0, size
+        self.ptr, self.size, self.num_envs = 0, size, n
+        self.path_start = np.zeros(n, np.int64)
 
-    def store(self, obs: np.ndarray, act: Any, rew: float, val: float, logp: float) -> None:
-        """Append one step."""
+    def store(self, obs: np.ndarray, act: Any, rew: Any, val: Any, logp: Any) -> None:
+        """Append one step of every env (one row per env; with one env, that env's values alone)."""
         assert self.ptr < self.size, "GAEBuffer is full"
         i = self.ptr
         self.obs[i], self.act[i], self.rew[i], self.val[i], self.logp[i] = obs, act, rew, val, logp
         self.ptr += 1
 
-    def finish_path(self, last_val: float = 0.0) -> None:
-        """Compute advantages and rewards-to-go of the path since the last call."""
-        path = slice(self.path_start, self.ptr)
-        rews = np.append(self.rew[path], last_val)
-        vals = np.append(self.val[path], last_val)
+    def finish_path(self, last_val: float = 0.0, env: int = 0) -> None:
+        """Compute advantages and rewards-to-go of ``env``'s path since its last call."""
+        path = slice(int(self.path_start[env]), self.ptr)
+        rews = np.append(self.rew[path, env], last_val)
+        vals = np.append(self.val[path, env], last_val)
         deltas = rews[:-1] + self.gamma * vals[1:] - vals[:-1]
-        self.adv[path] = discount_cumsum(deltas, self.gamma * self.lam)
-        self.ret[path] = discount_cumsum(rews, self.gamma)[:-1]
-        self.path_start = self.ptr
+        self.adv[path, env] = discount_cumsum(deltas, self.gamma * self.lam)
+        self.ret[path, env] = discount_cumsum(rews, self.gamma)[:-1]
+        self.path_start[env] = self.ptr
 
     def get(self) -> dict[str, np.ndarray]:
-        """The full epoch (obs, act, ret, adv, logp, val), advantages normalised unless ``normalize_adv``
-        is off; empties the buffer."""
+        """The full epoch (obs, act, ret, adv, logp, val), env after env, advantages normalised unless
+        ``normalize_adv`` is off; empties the buffer."""
         assert self.ptr == self.size, "GAEBuffer.get() before the epoch was full"
-        assert self.path_start == self.ptr, "GAEBuffer.get() with an unfinished path"
-        self.ptr, self.path_start = 0, 0
-        adv = self.adv
+        assert (self.path_start == self.ptr).all(), "GAEBuffer.get() with an unfinished path"
+        self.ptr = 0
+        self.path_start[:] = 0
+
+        def flat(x: np.ndarray) -> np.ndarray:  # (steps, envs, ...) -> (envs x steps, ...), env-major
+            return np.ascontiguousarray(x.swapaxes(0, 1)).reshape(-1, *x.shape[2:])
+
+        adv = flat(self.adv)
         if self.normalize_adv:
-            mean, std = comm.statistics_scalar(self.adv)
-            adv = (self.adv - mean) / (std + 1e-8)
+            mean, std = comm.statistics_scalar(adv)
+            adv = (adv - mean) / (std + 1e-8)
         return dict(
-            obs=self.obs, act=self.act, ret=self.ret, adv=adv.astype(np.float32), logp=self.logp, val=self.val
+            obs=flat(self.obs),
+            act=flat(self.act),
+            ret=flat(self.ret),
+            adv=adv.astype(np.float32),
+            logp=flat(self.logp),
+            val=flat(self.val),
         )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import importlib
 import importlib.machinery
 import inspect
@@ -414,72 +416,174 @@ def set_rng_state(env: gym.Env, state: dict[str, Any]) -> None:
     env.unwrapped.np_random.bit_generator.state = state
 
 
-class EpisodeRecorder:
-    """Steps an env and keeps what rebuilds its running episode exactly: for checkpoints and resume.
+class RecordedEpisode(gym.Wrapper):
+    """The outermost wrapper of every training env: keeps what rebuilds its running episode exactly,
+    for checkpoints and resume.
 
     gymnasium has no portable way to save an env's internal state (MuJoCo's physics, a time limit's
     counter, a wrapper's buffers). But a seeded env is deterministic: the same generator state at
     ``reset()`` and the same actions give the same episode. So this records the generator state
-    before the episode's reset and every action since, and :meth:`load_state_dict` replays them
-    (at most one episode, e.g. 1000 steps, about 0.1 s). It also carries the action space's
-    generator (random exploration in the off-policy loop), and the episode's return so far
-    (``ret``; the replay recomputes it) and length (``length``).
+    before the episode's reset (or the seed it was reset with) and every action since, and
+    :meth:`replay` repeats them (at most one episode, e.g. 1000 steps, about 0.1 s). It lives inside
+    the env, so in an async vector env it records in the env's own process and only
+    :meth:`episode_state` and :meth:`replay` cross the pipe (:class:`VectorEpisodes`).
     """
 
     def __init__(self, env: gym.Env) -> None:
-        self.env = env
-        self.actions: list[Any] = []
+        super().__init__(env)
         self.start: dict[str, Any] = {}
-        self.ret = 0.0
+        self.actions: list[Any] = []
+        #: the episode to rebuild at the next :meth:`replay` (set through the vector env's set_attr)
+        self.replay_state: dict[str, Any] | None = None
 
-    @property
-    def length(self) -> int:
-        """Steps taken in the running episode."""
-        return len(self.actions)
-
-    def reset(self, seed: int | None = None) -> np.ndarray:
-        """Start an episode (seeding the env when ``seed`` is given); return the first observation."""
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self.start = {"seed": seed} if seed is not None else {"rng": rng_state(self.env)}
-        self.actions, self.ret = [], 0.0
-        return self.env.reset(seed=seed)[0]
+        self.actions = []
+        return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, ...]:
-        """``env.step(action)``, remembering the action and adding its reward to ``ret``."""
         self.actions.append(action)
-        result = self.env.step(action)
-        self.ret += float(result[1])
-        return result
+        return self.env.step(action)
 
-    def state_dict(self, obs: np.ndarray) -> dict[str, Any]:
-        """The running episode (``obs`` is its current observation, checked when it is replayed)."""
+    def episode_state(self) -> dict[str, Any]:
+        """The running episode: how it was reset (``start``) and its actions since."""
         discrete = isinstance(self.env.action_space, spaces.Discrete)
         shape = () if discrete else self.env.action_space.shape
         actions = np.asarray(self.actions, dtype=np.int64 if discrete else None).reshape(-1, *shape)
+        return {"start": self.start, "actions": actions}
+
+    def replay(self) -> tuple[np.ndarray, float]:
+        """Rebuild the episode of ``replay_state``; return its current observation and its return so far."""
+        state, self.replay_state = self.replay_state, None
+        assert state is not None, "replay() without a replay_state"
+        start = state["start"]
+        if "seed" in start:
+            obs = self.reset(seed=int(start["seed"]))[0]
+        else:
+            set_rng_state(self.env, start["rng"])
+            obs = self.reset()[0]
+        discrete = isinstance(self.env.action_space, spaces.Discrete)
+        ret = 0.0
+        for a in np.asarray(state["actions"]):
+            obs, r = self.step(int(a) if discrete else a)[:2]
+            ret += float(r)
+        return obs, ret
+
+
+class VectorEpisodes:
+    """This rank's ``env.num_envs`` training envs: a gymnasium vector env (``env.vector``: sync, in this
+    process, or async, one process per env) and the return and length of each env's running episode.
+
+    gymnasium 1.x's vector envs reset an env that ended on the *next* ``step()`` call, which ignores
+    that call's action for it (and reports a reward of 0). This one runs with autoreset disabled and
+    :meth:`reset_ended` resets the envs that ended right after the step that ended them, as a single
+    env loop does: every ``step()`` is a real env step of every env, so each one counts in
+    ``steps_per_epoch``, is stored and is learned from, and the final observation of an episode is
+    the one the step returned (the bootstrap value of a truncated episode).
+
+    Exact resume: :meth:`state_dict` holds each env's episode (:class:`RecordedEpisode`) and the
+    generators of the action samplers; :meth:`load_state_dict` replays them in their envs.
+
+    :param envs: the vector env, autoreset disabled, each env wrapped last in :class:`RecordedEpisode`.
+    :param action_space_seeds: one seed per env for its action sampler (:meth:`sample_actions`).
+    :param env_id: the envs' id, for messages.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, action_space_seeds: list[int], env_id: str) -> None:
+        self.envs, self.num_envs, self.env_id = envs, envs.num_envs, env_id
+        self.observation_space: spaces.Space = envs.single_observation_space
+        self.action_space: spaces.Space = envs.single_action_space
+        self.samplers = [copy.deepcopy(self.action_space) for _ in range(self.num_envs)]
+        for sampler, seed in zip(self.samplers, action_space_seeds, strict=True):
+            sampler.seed(seed)
+        self.ret = np.zeros(self.num_envs)  # each env's return of its running episode
+        self.length = np.zeros(self.num_envs, np.int64)  # and its steps so far
+
+    def reset(self, seeds: list[int]) -> np.ndarray:
+        """Reset every env with its seed; return the first observations (one row per env)."""
+        self.ret[:], self.length[:] = 0.0, 0
+        return self.envs.reset(seed=seeds)[0]
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One step of every env (``actions``: one row per env, as the env takes them); return the
+        observations, rewards, terminated and truncated flags, one row per env."""
+        obs, rew, terminated, truncated, _ = self.envs.step(actions)
+        self.ret += rew
+        self.length += 1
+        return obs, rew, terminated, truncated
+
+    def reset_ended(self, ended: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """Reset the envs where ``ended``; return ``obs`` with their rows replaced by the new first
+        observations (their ``ret`` and ``length`` restart at 0)."""
+        if not ended.any():
+            return obs
+        first = self.envs.reset(options={"reset_mask": np.asarray(ended, np.bool_)})[0]
+        obs = obs.copy()
+        obs[ended] = first[ended]
+        self.ret[ended], self.length[ended] = 0.0, 0
+        return obs
+
+    def sample_actions(self) -> np.ndarray:
+        """One uniformly random action per env (the off-policy loop's warm-up), each env's from its sampler."""
+        return np.stack([sampler.sample() for sampler in self.samplers])
+
+    def state_dict(self, obs: np.ndarray) -> dict[str, Any]:
+        """Every env's running episode (``obs``: their current observations, checked on replay)."""
         return {
-            "start": self.start,
-            "actions": actions,
+            "episodes": list(self.envs.call("episode_state")),
             "obs": np.asarray(obs),
-            "action_space_rng": self.env.action_space.np_random.bit_generator.state,
+            "action_space_rng": [s.np_random.bit_generator.state for s in self.samplers],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> np.ndarray:
-        """Replay the recorded episode (``ret`` and ``length`` too); return its current observation.
+        """Replay every env's recorded episode (``ret`` and ``length`` too); return their current observations.
 
-        RLExpError if the observation differs from the recorded one.
+        RLExpError if an observation differs from the recorded one. Also reads the one-env state of
+        checkpoints written before vector envs (one episode, not a list).
         """
-        start = state["start"]
-        if "seed" in start:
-            obs = self.reset(seed=int(start["seed"]))
-        else:
-            set_rng_state(self.env, start["rng"])
-            obs = self.reset()
-        discrete = isinstance(self.env.action_space, spaces.Discrete)
-        for a in np.asarray(state["actions"]):
-            obs = self.step(int(a) if discrete else a)[0]
-        if not np.array_equal(np.asarray(obs), np.asarray(state["obs"])):
+        if "episodes" not in state:  # before env.num_envs: one env's episode
+            state = {
+                "episodes": [{"start": state["start"], "actions": state["actions"]}],
+                "obs": np.asarray(state["obs"])[None],
+                "action_space_rng": [state["action_space_rng"]],
+            }
+        episodes = state["episodes"]
+        self.envs.set_attr("replay_state", list(episodes))
+        replayed = self.envs.call("replay")
+        obs = np.stack([np.asarray(o) for o, _ in replayed])
+        self.ret[:] = [r for _, r in replayed]
+        self.length[:] = [len(np.asarray(e["actions"])) for e in episodes]
+        if not np.array_equal(obs, np.asarray(state["obs"])):
             raise RLExpError(
-                f"env {self.env.spec.id if self.env.spec else self.env} did not replay its episode "
-                "identically, so this run cannot continue exactly from its checkpoint"
+                f"env {self.env_id} did not replay its episode identically, "
+                "so this run cannot continue exactly from its checkpoint"
             )
-        self.env.action_space.np_random.bit_generator.state = state["action_space_rng"]
+        for sampler, rng in zip(self.samplers, state["action_space_rng"], strict=True):
+            sampler.np_random.bit_generator.state = rng
         return obs
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def _recorded_env(cfg: EnvConfig, allow_env_import: bool) -> gym.Env:
+    """One training env (what :func:`make_vector_env` hands the vector env to build in each slot)."""
+    return RecordedEpisode(make_env(cfg, allow_env_import=allow_env_import))
+
+
+def make_vector_env(cfg: EnvConfig, action_space_seeds: list[int], allow_env_import: bool) -> VectorEpisodes:
+    """This rank's ``cfg.num_envs`` training envs, each :func:`make_env` (not reset yet: call
+    :meth:`VectorEpisodes.reset` or :meth:`VectorEpisodes.load_state_dict`).
+
+    ``cfg.vector``: ``sync`` steps the envs one after the other in this process; ``async`` steps each
+    in its own process (worth it when an env step costs more than the pipe, e.g. MuJoCo with several
+    envs per rank). The processes start with ``forkserver``: a fresh interpreter, never a fork of an
+    MPI rank.
+    """
+    fns = [functools.partial(_recorded_env, cfg, allow_env_import) for _ in range(cfg.num_envs)]
+    mode = gym.vector.AutoresetMode.DISABLED
+    if cfg.vector == "async":
+        envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, context="forkserver", autoreset_mode=mode)
+    else:
+        envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    return VectorEpisodes(envs, action_space_seeds, cfg.id)

@@ -90,7 +90,8 @@ class Normalizer:
         self.clip_obs, self.clip_reward, self.gamma = clip_obs, clip_reward, gamma
         self.obs_rms = RunningMeanStd(obs_shape)
         self.ret_rms = RunningMeanStd(())
-        self.ret = 0.0  # this rank's running discounted return of the episode in progress
+        #: this rank's running discounted return of each env's episode in progress (a float with one env)
+        self.ret: Any = 0.0
 
     @property
     def enabled(self) -> bool:
@@ -105,27 +106,29 @@ class Normalizer:
         return np.clip(out, -self.clip_obs, self.clip_obs).astype(np.float32)
 
     def obs(self, obs: np.ndarray) -> np.ndarray:
-        """Fold every rank's ``obs`` (the observation each policy acts on next) into the statistics,
-        then return this rank's normalised. A collective when observations are normalised: every
-        rank calls it once per env step."""
+        """Fold every rank's ``obs`` (the observations its policy acts on next: one, or one row per env
+        of a vector env) into the statistics, then return this rank's normalised. A collective when
+        observations are normalised: every rank calls it once per env step."""
         if not self.normalize_obs:
             return obs
-        self.obs_rms.update(comm.allgather(np.asarray(obs, np.float64)))
+        shape = self.obs_rms.mean.shape
+        self.obs_rms.update(comm.allgather(np.asarray(obs, np.float64)).reshape(-1, *shape))
         return self.frozen_obs(obs)
 
-    def reward(self, reward: float, episode_ended: bool) -> float:
-        """Update the running return with ``reward`` (every rank's, pooled) and return the scaled reward;
-        ``episode_ended``: the step ended the episode (the running return restarts at 0). A collective
-        when rewards are normalised: every rank calls it once per env step."""
+    def reward(self, reward: Any, episode_ended: Any) -> Any:
+        """Update the running returns with ``reward`` (every rank's, pooled) and return the scaled
+        rewards; ``episode_ended``: the step ended the episode (its running return restarts at 0). One
+        env's float and bool, or one entry per env of a vector env. A collective when rewards are
+        normalised: every rank calls it once per env step."""
         if not self.normalize_reward:
             return reward
-        self.ret = self.ret * self.gamma + float(reward)
-        self.ret_rms.update(comm.allgather(np.array(self.ret, np.float64)))
-        scaled = float(
-            np.clip(reward / np.sqrt(self.ret_rms.var + EPSILON), -self.clip_reward, self.clip_reward)
-        )
-        if episode_ended:
-            self.ret = 0.0
+        self.ret = self.ret * self.gamma + np.asarray(reward, np.float64)
+        self.ret_rms.update(comm.allgather(np.asarray(self.ret, np.float64)).reshape(-1))
+        scaled = np.clip(reward / np.sqrt(self.ret_rms.var + EPSILON), -self.clip_reward, self.clip_reward)
+        if np.ndim(reward) == 0:
+            self.ret = 0.0 if episode_ended else float(self.ret)
+            return float(scaled)
+        self.ret = np.where(episode_ended, 0.0, self.ret)
         return scaled
 
     def scale_rewards(self, rewards: np.ndarray) -> np.ndarray:
@@ -146,4 +149,5 @@ class Normalizer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.obs_rms.load_state_dict(state["obs"])
         self.ret_rms.load_state_dict(state["ret"])
-        self.ret = float(state["running_return"])
+        ret = np.asarray(state["running_return"], np.float64)
+        self.ret = float(ret) if ret.ndim == 0 else ret

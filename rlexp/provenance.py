@@ -92,11 +92,19 @@ def gpus() -> list[str]:
 
 def rank_seeds(cfg: RLExpConfig) -> list[dict[str, Any]]:
     """Every seed of every rank: the run's ``seed`` and the integer seed of each of the rank's random
-    streams derived from it (see :mod:`rlexp.seeding`)."""
-    return [
-        {"rank": rank, "seed": cfg.seed, "streams": RankSeeds(cfg.seed, rank).as_dict()}
-        for rank in range(cfg.comm.procs)
-    ]
+    streams derived from it (see :mod:`rlexp.seeding`); with ``env.num_envs`` > 1 also each env's
+    seeds (``envs``: env i's ``env`` and ``action_space`` seeds; env 0's are the streams themselves)."""
+    rows = []
+    for rank in range(cfg.comm.procs):
+        seeds = RankSeeds(cfg.seed, rank)
+        row: dict[str, Any] = {"rank": rank, "seed": cfg.seed, "streams": seeds.as_dict()}
+        if cfg.env.num_envs > 1:
+            row["envs"] = [
+                {"env": seeds.indexed("env", i), "action_space": seeds.indexed("action_space", i)}
+                for i in range(cfg.env.num_envs)
+            ]
+        rows.append(row)
+    return rows
 
 
 def collect(cfg: RLExpConfig, overrides: list[str], argv: list[str] | None = None) -> dict[str, Any]:

@@ -25,6 +25,10 @@ from rlexp.nn import ACTIVATIONS, ENCODERS
 Stat = tuple[str, bool]
 
 
+# env.vector -> how a rank's env.num_envs envs step: in its process one after another, or one process each
+VECTOR_MODES = ("sync", "async")
+
+
 @dataclass
 class EnvConfig:
     """Which gymnasium environment to train on (``conf/env/``)."""
@@ -38,8 +42,15 @@ class EnvConfig:
     clip_obs: float = MISSING
     clip_reward: float = MISSING
     norm_gamma: float | None = MISSING
+    num_envs: int = MISSING
+    vector: str = MISSING
 
     def validate(self) -> None:
+        check(self.num_envs >= 1, f"env.num_envs={self.num_envs} is out of range; use an integer >= 1")
+        check(
+            self.vector in VECTOR_MODES,
+            f"env.vector={self.vector!r} is unknown; choose one of: {', '.join(VECTOR_MODES)}",
+        )
         check(
             self.max_ep_len is None or self.max_ep_len >= 1,
             f"env.max_ep_len={self.max_ep_len} is out of range; use an integer >= 1 or null",
@@ -305,5 +316,10 @@ class RLExpConfig:
         )
         self.comm.validate()  # first: the algorithm's checks divide by comm.procs
         self.algo.validate(self.comm.procs)
+        check(
+            self.algo.steps_per_epoch >= self.comm.procs * self.env.num_envs,
+            f"algo.steps_per_epoch={self.algo.steps_per_epoch} is smaller than comm.procs x env.num_envs="
+            f"{self.comm.procs * self.env.num_envs}; every env needs at least one step per epoch",
+        )
         for part in (self.env, self.network, self.backend, self.score, self.logger):
             part.validate()

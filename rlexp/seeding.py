@@ -8,6 +8,8 @@ leaves the others unchanged. Each stream is handed to its consumer as one intege
 provenance.json:
 
 - ``env``: the training env's resets (its first reset is seeded; later resets continue its stream);
+  with ``env.num_envs`` > 1, env ``i`` takes copy ``i`` of this stream and of ``action_space``
+  (:meth:`RankSeeds.indexed`; copy 0 is the stream itself);
 - ``action_space``: the env's action-space sampler (the off-policy loop's random warm-up actions);
 - ``test_env``: the test env of evaluation (:mod:`rlexp.algos.evaluation`, both loops);
 - ``init``: the networks' initial weights (then copied from rank 0, so only rank 0's count);
@@ -39,6 +41,18 @@ class RankSeeds:
     def __getitem__(self, stream: str) -> int:
         """The seed of ``stream`` (one of :data:`STREAMS`): 63 bits, so that every library takes it."""
         sequence = np.random.SeedSequence(self.seed, spawn_key=(self.rank, STREAMS.index(stream)))
+        return int(sequence.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+    def indexed(self, stream: str, index: int) -> int:
+        """The seed of copy ``index`` of ``stream`` (the envs of a vector env: ``env.num_envs``).
+
+        Copy 0 is ``self[stream]`` itself, so a run with one env draws what it always did; copy
+        ``index`` > 0 extends the spawn key with ``index``: independent of every other stream and copy.
+        """
+        if index == 0:
+            return self[stream]
+        key = (self.rank, STREAMS.index(stream), int(index))
+        sequence = np.random.SeedSequence(self.seed, spawn_key=key)
         return int(sequence.generate_state(1, np.uint64)[0] >> np.uint64(1))
 
     def generator(self, stream: str) -> np.random.Generator:

@@ -39,7 +39,7 @@ def test_gae_and_returns_match_brute_force(gamma, lam):
         for t in range(a, b):
             buf.store(np.zeros(3), 1, rews[t], vals[t], 0.0)
         buf.finish_path(last_vals[i])
-    raw_adv = buf.adv.copy()
+    raw_adv = buf.adv[:, 0].copy()  # (steps, envs): one env
     data = buf.get()
     for i, (a, b) in enumerate(itertools.pairwise(cuts)):
         adv, ret = brute_gae(rews[a:b], vals[a:b], last_vals[i], gamma, lam)
@@ -47,6 +47,32 @@ def test_gae_and_returns_match_brute_force(gamma, lam):
         np.testing.assert_allclose(data["ret"][a:b], ret, rtol=1e-4, atol=1e-4)
     # get() normalises advantages to mean 0, std 1
     assert abs(data["adv"].mean()) < 1e-5 and abs(data["adv"].std() - 1) < 1e-4
+
+
+def test_gae_of_several_envs_equals_one_buffer_per_env():
+    """Each env's column is its own sequence of paths, cut at different steps; get() lays the envs out
+    one after another, each exactly what a one-env buffer of its steps returns."""
+    rng = np.random.default_rng(2)
+    size, n, gamma, lam = 12, 3, 0.95, 0.9
+    ends = {(0, 4): 0.0, (2, 7): 0.8, (1, 10): 0.0}  # (env, step) -> bootstrap value of a path ending there
+    obs, rews, vals, logps = (rng.normal(size=(size, n, *s)) for s in ((2,), (), (), ()))
+    acts = rng.integers(0, 3, (size, n))
+    last = rng.normal(size=n)  # values at the epoch's end
+    joint = GAEBuffer(2, (), np.int64, size, gamma, lam, normalize_adv=False, num_envs=n)
+    single = [GAEBuffer(2, (), np.int64, size, gamma, lam, normalize_adv=False) for _ in range(n)]
+    for t in range(size):
+        joint.store(obs[t], acts[t], rews[t], vals[t], logps[t])
+        for i in range(n):
+            single[i].store(obs[t, i], acts[t, i], rews[t, i], vals[t, i], logps[t, i])
+            if (i, t) in ends:
+                joint.finish_path(ends[i, t], i)
+                single[i].finish_path(ends[i, t])
+    for i in range(n):
+        joint.finish_path(last[i], i)
+        single[i].finish_path(last[i])
+    got, want = joint.get(), [b.get() for b in single]
+    for key, value in got.items():
+        np.testing.assert_array_equal(value, np.concatenate([w[key] for w in want]), err_msg=key)
 
 
 def test_gae_buffer_refuses_partial_epoch():

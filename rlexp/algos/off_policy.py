@@ -4,14 +4,15 @@ step -> store -> update -> test -> log -> checkpoint.
 The loop is backend-agnostic: the learner holds the math; the loop only sees numpy arrays. Actions
 are kept in [-1, 1]^n (replay buffer, learner) and mapped to the env's real bounds when stepping.
 
-With ``comm.procs = N`` every rank steps its own env and fills its own replay buffer:
-- ``steps_per_epoch``, ``start_steps`` and ``update_after`` count env steps of all ranks together
-  (each rank does its 1/N share); ``TotalEnvInteracts`` counts all ranks;
+With ``comm.procs = N`` every rank steps its own env (or ``env.num_envs`` envs together) and fills its
+own replay buffer:
+- ``steps_per_epoch``, ``start_steps`` and ``update_after`` count env steps of all ranks and envs
+  together (each rank does its 1/N share); ``TotalEnvInteracts`` counts all ranks;
 - ``replay_size`` and ``batch_size`` are global too: each rank keeps ``replay_size // N`` of its own
   transitions and samples ``batch_size // N`` of them per gradient step, and the gradients are
   averaged across ranks, so one gradient step sees a ``batch_size`` minibatch drawn from all ranks;
-- ``update_every`` counts the env steps of one rank; each burst is ``update_every`` gradient steps
-  taken by all ranks together. The update-to-data ratio is therefore one gradient step per env step
+- ``update_every`` counts the env steps of one rank (all its envs); each time the count passes a
+  multiple of it, a burst of ``update_every`` gradient steps is taken by all ranks together. The update-to-data ratio is therefore one gradient step per env step
   of one rank (Spinning Up's 1:1 when N = 1), i.e. 1/N gradient steps per global env step.
 gymnasium's ``terminated`` is the only terminal signal stored; a time-limit truncation bootstraps.
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 from gymnasium import spaces
 from omegaconf import MISSING
 
@@ -38,7 +40,7 @@ import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OffPolicyLearner
 from rlexp.buffers import ReplayBuffer
-from rlexp.envs import ActionScaler, EpisodeRecorder, make_env, obs_dtype
+from rlexp.envs import ActionScaler, make_vector_env, obs_dtype
 from rlexp.errors import check, check_at_least
 from rlexp.logger import EpochLogger
 from rlexp.normalize import Normalizer
@@ -119,54 +121,61 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     :class:`rlexp.stopping.Stopped` after checkpointing when ``stop`` was requested before the last epoch.
     """
     algo: OffPolicyConfig = cfg.algo
-    rank, size = comm.proc_id(), comm.num_procs()
+    rank, size, n = comm.proc_id(), comm.num_procs(), cfg.env.num_envs
     seeds = RankSeeds(cfg.seed, rank)
-    env = make_env(cfg.env, seeds["env"], seeds["action_space"], cfg.allow_env_import)
-    learner: OffPolicyLearner = algo.learner_class(cfg.backend.name)(
-        env.observation_space, env.action_space, cfg, seeds
+    envs = make_vector_env(
+        cfg.env, [seeds.indexed("action_space", i) for i in range(n)], cfg.allow_env_import
     )
-    scaler = ActionScaler(env.action_space)
+    learner: OffPolicyLearner = algo.learner_class(cfg.backend.name)(
+        envs.observation_space, envs.action_space, cfg, seeds
+    )
+    scaler = ActionScaler(envs.action_space)
     rng = seeds.generator("replay")
-    local_steps = algo.steps_per_epoch // size
+    env_steps = algo.steps_per_epoch // (size * n)  # steps of each env per epoch
     start_steps, update_after = algo.start_steps // size, algo.update_after // size
     batch_size = algo.batch_size // size
-    obs_space = env.observation_space
+    obs_space = envs.observation_space
     replay = ReplayBuffer(obs_space.shape, learner.act_dim, algo.replay_size // size, obs_dtype(obs_space))
 
-    episode = EpisodeRecorder(env)
     book = Bookkeeping(
-        cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds, keep=algo.keep_checkpoints
+        cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds, keep=algo.keep_checkpoints
     )
     norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
     state = book.loop_state
     if state is None:
-        t, raw = 0, episode.reset(seed=seeds["env"])
+        t, raw = 0, envs.reset([seeds.indexed("env", i) for i in range(n)])
         o = norm.obs(raw)
-    else:  # the statistics in the checkpoint already hold this observation
+    else:  # the statistics in the checkpoint already hold these observations
         t = int(state["t"])
         replay.load_state_dict(state["replay"])
         rng.bit_generator.state = state["replay_rng"]
-        raw = episode.load_state_dict(state["episode"])
+        raw = envs.load_state_dict(state["episode"])
         o = norm.frozen_obs(raw)
     timer = book.timer
     for epoch in range(book.first_epoch + 1, algo.epochs + 1):
-        for _ in range(local_steps):
+        for _ in range(env_steps):
             with timer.phase("act"):
-                a = scaler.normalize(env.action_space.sample()) if t < start_steps else learner.explore(o)
+                if t < start_steps:
+                    a = np.stack([scaler.normalize(x) for x in envs.sample_actions()])
+                else:
+                    a = np.stack([learner.explore(o[i]) for i in range(n)])
             with timer.phase("env"):
-                o2, r, terminated, truncated, _ = episode.step(scaler.to_env(a))
-            norm.reward(r, terminated or truncated)  # the running return's statistics; raw rewards are stored
-            replay.store(raw, a, r, o2, terminated)
-            raw = o2
-            if terminated or truncated:
-                logger.store(EpRet=episode.ret, EpLen=episode.length)
-                with timer.phase("env"):
-                    raw = episode.reset()
+                o2, r, terminated, truncated = envs.step(np.stack([scaler.to_env(x) for x in a]))
+            ended = terminated | truncated
+            norm.reward(r, ended)  # the running returns' statistics; raw rewards are stored
+            for i in range(n):
+                replay.store(raw[i], a[i], r[i], o2[i], terminated[i])
+            for i in np.flatnonzero(ended):
+                logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
+            with timer.phase("env"):
+                raw = envs.reset_ended(ended, o2)
             o = norm.obs(raw)
-            t += 1
-            if t >= update_after and t % algo.update_every == 0:
+            t, before = t + n, t
+            # update_every gradient steps each time t passes a multiple of update_every
+            bursts = t // algo.update_every - before // algo.update_every
+            if t >= update_after and bursts:
                 with timer.phase("update"):
-                    for _ in range(algo.update_every):
+                    for _ in range(bursts * algo.update_every):
                         logger.store(**learner.update(normalized(replay.sample_batch(batch_size, rng), norm)))
 
         book.evaluation.test(epoch)
@@ -174,12 +183,12 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         logger.log_tabular("Epoch", epoch)
         book.evaluation.log_returns()  # EpRet, TestEpRet, EpLen, TestEpLen
         logger.log_tabular("TotalEnvInteracts", t * size)
-        if book.end_epoch(epoch, local_steps * size):
+        if book.end_epoch(epoch, env_steps * n * size):
             loop_state = {
                 "t": t,
                 "replay": replay.state_dict(),
                 "replay_rng": rng.bit_generator.state,
-                "episode": episode.state_dict(raw),
+                "episode": envs.state_dict(raw),
             }
             book.checkpoint(epoch, loop_state)
         if book.finished:

@@ -2,7 +2,8 @@
 collect -> GAE -> update -> test (when due) -> log -> checkpoint.
 
 The loop is backend-agnostic: the learner holds all the math; the loop only sees numpy arrays. Each
-rank collects ``steps_per_epoch // procs`` steps per epoch in its own env.
+rank steps its own ``env.num_envs`` envs together (:class:`rlexp.envs.VectorEpisodes`, one env by
+default), each of them ``steps_per_epoch // (procs * num_envs)`` steps per epoch.
 
 gymnasium semantics: ``terminated`` ends a return (bootstrap value 0); ``truncated`` (time limit) and
 the end of an epoch bootstrap with V(s). An episode that is still running when an epoch ends goes on
@@ -11,8 +12,8 @@ episodes only.
 
 Resume: a checkpoint is written after the epochs given by ``save_freq``, after the last epoch, and
 after the epoch in which a stop signal arrived (:mod:`rlexp.stopping`). It holds the learner (networks,
-optimizers, RNGs) and this loop's state: the epoch, the episode in progress (replayed exactly on
-resume, see :class:`rlexp.envs.EpisodeRecorder`) and the elapsed time. A run that starts in a
+optimizers, RNGs) and this loop's state: the epoch, each env's episode in progress (replayed exactly on
+resume, see :class:`rlexp.envs.RecordedEpisode`) and the elapsed time. A run that starts in a
 directory with a checkpoint continues after it and gives the same numbers as if it had not stopped.
 
 Evaluation (deterministic test episodes every ``algo.test_every`` epochs, off by default here: 0), the
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 from gymnasium import spaces
 from omegaconf import MISSING
 
@@ -35,7 +37,7 @@ import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OnPolicyLearner
 from rlexp.buffers import GAEBuffer
-from rlexp.envs import ActionAdapter, EpisodeRecorder, action_dims, make_env, obs_dtype
+from rlexp.envs import ActionAdapter, action_dims, make_vector_env, obs_dtype
 from rlexp.errors import check
 from rlexp.logger import EpochLogger
 from rlexp.schema import AlgoConfig, RLExpConfig, Stat
@@ -103,59 +105,62 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     :class:`rlexp.stopping.Stopped` after checkpointing when ``stop`` was requested before the last epoch.
     """
     algo: OnPolicyConfig = cfg.algo
-    size = comm.num_procs()
+    size, n = comm.num_procs(), cfg.env.num_envs
     seeds = RankSeeds(cfg.seed, comm.proc_id())
-    env = make_env(cfg.env, seeds["env"], seeds["action_space"], cfg.allow_env_import)
-    learner: OnPolicyLearner = algo.learner_class(cfg.backend.name)(
-        env.observation_space, env.action_space, cfg, seeds
+    envs = make_vector_env(
+        cfg.env, [seeds.indexed("action_space", i) for i in range(n)], cfg.allow_env_import
     )
-    to_env = ActionAdapter(env.action_space)
-    local_steps = algo.steps_per_epoch // size
-    obs_space = env.observation_space
-    act_shape, act_dtype = action_dims(env.action_space)
+    learner: OnPolicyLearner = algo.learner_class(cfg.backend.name)(
+        envs.observation_space, envs.action_space, cfg, seeds
+    )
+    to_env = ActionAdapter(envs.action_space)
+    env_steps = algo.steps_per_epoch // (size * n)  # steps of each env per epoch
+    obs_space = envs.observation_space
+    act_shape, act_dtype = action_dims(envs.action_space)
     buf = GAEBuffer(
         obs_space.shape,
         act_shape,
         act_dtype,
-        local_steps,
+        env_steps,
         algo.gamma,
         algo.lam,
         obs_dtype(obs_space),
         normalize_adv=algo.epoch_adv_norm,
+        num_envs=n,
     )
     norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
 
-    episode = EpisodeRecorder(env)
-    book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[env], seeds=seeds)
+    book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds)
     state = book.loop_state
     if state is None:
-        raw = episode.reset(seed=seeds["env"])
+        raw = envs.reset([seeds.indexed("env", i) for i in range(n)])
         o = norm.obs(raw)
-    else:  # the statistics in the checkpoint already hold this observation
-        raw = episode.load_state_dict(state["episode"])
+    else:  # the statistics in the checkpoint already hold these observations
+        raw = envs.load_state_dict(state["episode"])
         o = norm.frozen_obs(raw)
     timer = book.timer
     for epoch in range(book.first_epoch, algo.epochs):
         learner.start_epoch(epoch)
-        for t in range(local_steps):
-            with timer.phase("act"):
-                a, v, logp = learner.step(o)
+        for t in range(env_steps):
+            with timer.phase("act"):  # each env's observation in turn: the same draws as n single envs
+                a, v, logp = zip(*(learner.step(o[i]) for i in range(n)), strict=True)
+                a, v, logp = np.stack(a), np.asarray(v), np.asarray(logp)
             with timer.phase("env"):
-                raw, r, terminated, truncated, _ = episode.step(to_env(a))
-            ended = terminated or truncated
+                raw, r, terminated, truncated = envs.step(np.stack([to_env(x) for x in a]))
+            ended = terminated | truncated
             buf.store(o, a, norm.reward(r, ended), v, logp)
             logger.store(VVals=v)
-            epoch_ended = t == local_steps - 1
-            if ended:
+            for i in np.flatnonzero(ended):
                 with timer.phase("update"):
-                    buf.finish_path(0.0 if terminated else learner.value(norm.frozen_obs(raw)))
-                logger.store(EpRet=episode.ret, EpLen=episode.length)
-                with timer.phase("env"):
-                    raw = episode.reset()
-            o = norm.obs(raw)  # the next observation (a new episode's first after an end)
-            if epoch_ended and not ended:
+                    buf.finish_path(0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i])), i)
+                logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
+            with timer.phase("env"):
+                raw = envs.reset_ended(ended, raw)
+            o = norm.obs(raw)  # the next observations (a new episode's first after an end)
+            if t == env_steps - 1:  # the epoch ends: cut the running paths
                 with timer.phase("update"):
-                    buf.finish_path(learner.value(o))
+                    for i in np.flatnonzero(~ended):
+                        buf.finish_path(learner.value(o[i]), i)
         with timer.phase("update"):
             logger.store(**learner.update(buf.get()))
         book.evaluation.test(epoch + 1)
@@ -163,8 +168,8 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         logger.log_tabular("Epoch", epoch)
         book.evaluation.log_returns()  # EpRet, EpLen (and TestEpRet, TestEpLen when evaluating)
         logger.log_tabular("VVals", with_min_and_max=True)
-        logger.log_tabular("TotalEnvInteracts", (epoch + 1) * local_steps * size)
-        if book.end_epoch(epoch + 1, local_steps * size):
-            book.checkpoint(epoch + 1, {"episode": episode.state_dict(raw)})
+        logger.log_tabular("TotalEnvInteracts", (epoch + 1) * env_steps * n * size)
+        if book.end_epoch(epoch + 1, env_steps * n * size):
+            book.checkpoint(epoch + 1, {"episode": envs.state_dict(raw)})
         if book.finished:
             break
