@@ -14,10 +14,11 @@ with ``--defaults``, else the one-seed figures of 2026-11-23 marked as such). Th
 summary per env ending in the ratio of rlexp's det10 to SB3-zoo's published number.
 
     python benchmarks/bench_learning.py [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2]
-        [--steps 1000000] [--defaults] [--sb3] [--out outputs/bench_learning]
+        [--steps 1000000] [--defaults] [--sb3] [--variant LABEL KEY=VALUE ...] [--out outputs/bench_learning]
 
 ``--sb3`` also trains Stable-Baselines3 2.9.2 with the same zoo presets (VecNormalize, one env), side by
-side (about 560 steps/s here: 30 min a run). Runs already finished in ``--out`` are reused, so an
+side (about 560 steps/s here: 30 min a run). ``--variant LABEL KEY=VALUE ...`` trains the tuned preset
+with those overrides too (a tuning attempt; ``--only-variant`` trains just that). Runs already finished in ``--out`` are reused, so an
 interrupted benchmark continues where it stopped. This prints figures; it asserts nothing.
 """
 
@@ -72,9 +73,12 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def rlexp_overrides(kind: str, env_id: str, seed: int, steps: int) -> list[str]:
-    """The command line of one rlexp run: ``tuned`` (tuned=ppo) or ``defaults`` (Spinning Up's PPO)."""
-    base = ["algo=ppo"] if kind == "defaults" else ["tuned=ppo"]
+def rlexp_overrides(
+    kind: str, env_id: str, seed: int, steps: int, variant: list[str] | None = None
+) -> list[str]:
+    """The command line of one rlexp run: ``tuned`` (tuned=ppo) or ``defaults`` (Spinning Up's PPO);
+    ``variant``: overrides on top of the tuned preset (a tuning attempt, ``--variant``)."""
+    base = ["algo=ppo"] if kind == "defaults" else ["tuned=ppo", *(variant or [])]
     base += [f"env={env_id}", f"seed={seed}"]
     spe = 4000 if kind == "defaults" else tuned_steps_per_epoch(env_id)
     return [*base, f"algo.epochs={math.ceil(steps / spe)}", "env.wrappers=['episode_log:EpisodeLog']"]
@@ -88,14 +92,17 @@ def tuned_steps_per_epoch(env_id: str) -> int:
     return int(preset.algo.steps_per_epoch)
 
 
-def run_rlexp(kind: str, env_id: str, seed: int, steps: int, out: Path) -> dict[str, Any]:
-    """Train (or reuse) one rlexp run; return its figures."""
+def run_rlexp(
+    kind: str, env_id: str, seed: int, steps: int, out: Path, variant: list[str] | None = None
+) -> dict[str, Any]:
+    """Train (or reuse) one rlexp run; return its figures (``kind`` names the files: tuned, defaults,
+    or tuned-LABEL of a ``--variant``)."""
     run_dir = out / f"rlexp_{kind}_{env_id}_s{seed}"
     episodes = out / f"rlexp_{kind}_{env_id}_s{seed}.episodes.csv"
     result_file = out / f"rlexp_{kind}_{env_id}_s{seed}.json"
     if result_file.is_file():
         return json.loads(result_file.read_text())
-    cmd = [sys.executable, "-m", "rlexp", *rlexp_overrides(kind, env_id, seed, steps)]
+    cmd = [sys.executable, "-m", "rlexp", *rlexp_overrides(kind, env_id, seed, steps, variant)]
     cmd += ["logger.console=quiet", f"hydra.run.dir={run_dir}"]
     env = dict(child_env(), RLEXP_EPISODE_LOG=str(episodes))
     start = time.time()
@@ -116,6 +123,7 @@ def run_rlexp(kind: str, env_id: str, seed: int, steps: int, out: Path) -> dict[
         "kind": kind,
         "env": env_id,
         "seed": seed,
+        "overrides": variant or [],
         "last100": last_episodes_mean(episodes),
         "det10": float(det.stdout.strip().splitlines()[-1]),
         "sps": float(progress["TotalEnvInteracts"].iloc[-1] / progress["Time"].iloc[-1]),
@@ -230,6 +238,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000, help="env steps per run")
     parser.add_argument("--defaults", action="store_true", help="also train PPO with Spinning Up's defaults")
     parser.add_argument("--sb3", action="store_true", help="also train SB3 with the zoo presets (slow)")
+    parser.add_argument(
+        "--variant",
+        nargs="+",
+        metavar=("LABEL", "OVERRIDE"),
+        help="also train the tuned preset with these overrides (a tuning attempt), e.g. "
+        "--variant std1 algo.log_std_init=0",
+    )
+    parser.add_argument("--only-variant", action="store_true", help="train the --variant runs only")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench_learning")
     parser.add_argument("--evaluate", help=argparse.SUPPRESS)
     parser.add_argument("--sb3-child", nargs=3, help=argparse.SUPPRESS)
@@ -243,12 +259,17 @@ def main() -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    kinds = ["tuned", *(["defaults"] if args.defaults else []), *(["sb3"] if args.sb3 else [])]
+    variant = f"tuned-{args.variant[0]}" if args.variant else None
+    kinds = [] if args.only_variant else ["tuned"]
+    kinds += [*(["defaults"] if args.defaults else []), *(["sb3"] if args.sb3 else [])]
+    kinds += [variant] if variant else []
     for env_id in args.envs:
         for kind in kinds:
             for seed in args.seeds:
                 if kind == "sb3":
                     r = run_sb3(env_id, seed, args.steps, args.out)
+                elif kind == variant:
+                    r = run_rlexp(kind, env_id, seed, args.steps, args.out, args.variant[1:])
                 else:
                     r = run_rlexp(kind, env_id, seed, args.steps, args.out)
                 print(
@@ -276,6 +297,14 @@ def main() -> None:
             f"{spread([r['sps'] for r in tuned])} | {spinup} | {spread([r['det10'] for r in sb3])} | "
             f"{spread([r['sps'] for r in sb3])} | {SB3_ZOO[env_id]:,.0f} | {CLEANRL[env_id]:,.0f} |"
         )
+    if variant:
+        print(f"\n{variant} ({' '.join(args.variant[1:])} on top of tuned=ppo)")
+        for env_id in args.envs:
+            runs = results.get((variant, env_id), [])
+            print(
+                f"| {env_id} | last100 {spread([r['last100'] for r in runs])} | "
+                f"det10 {spread([r['det10'] for r in runs])} | {spread([r['sps'] for r in runs])} SPS |"
+            )
     print()
     for env_id in args.envs:
         tuned = results.get(("tuned", env_id), [])

@@ -205,7 +205,7 @@ def test_the_replay_buffer_keeps_images_as_uint8_in_both_checkpoint_formats(tmp_
         np.testing.assert_array_equal(back.obs[:3], obs)
         np.testing.assert_array_equal(back.obs2[:3], np.roll(obs, -1, axis=0))
     gae = GAEBuffer(IMAGE.shape, (), np.int64, 4, 0.99, 0.95, np.uint8)
-    assert gae.obs.shape == (4, 36, 36, 3) and gae.obs.dtype == np.uint8
+    assert gae.obs.shape == (4, 1, 36, 36, 3) and gae.obs.dtype == np.uint8  # (steps, envs, *image)
 
 
 # --- checks before a run -------------------------------------------------------------------------

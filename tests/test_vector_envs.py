@@ -169,3 +169,16 @@ def test_bad_vector_settings_are_one_line(tmp_path, override, fragment):
     assert res.returncode != 0
     assert fragment in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_image_observations_stack_per_env(tmp_path):
+    """uint8 image observations of 2 async envs are stored per env, in their shape (a CNN run)."""
+    from tests.test_images import PIXELS
+
+    progress = train(
+        tmp_path / "run", "algo=ppo", *PIXELS, "network=nature_cnn", "algo.epochs=2", "algo.steps_per_epoch=64",
+        "algo.train_pi_iters=2", "algo.train_v_iters=2", "env.num_envs=2", "env.vector=async",
+    )  # fmt: skip
+    assert list(progress["TotalEnvInteracts"]) == [64, 128]
+    obs = final_state(tmp_path / "run")["loop"]["episode"]["obs"]
+    assert obs.shape == (2, 36, 36, 3) and obs.dtype == np.uint8
