@@ -81,6 +81,9 @@ def rlexp_overrides(
     base = ["algo=ppo"] if kind == "defaults" else ["tuned=ppo", *(variant or [])]
     base += [f"env={env_id}", f"seed={seed}"]
     spe = 4000 if kind == "defaults" else tuned_steps_per_epoch(env_id)
+    for override in variant or []:  # a variant may change the epoch's size: the budget stays ``steps``
+        if override.startswith("algo.steps_per_epoch="):
+            spe = int(override.split("=", 1)[1])
     return [*base, f"algo.epochs={math.ceil(steps / spe)}", "env.wrappers=['episode_log:EpisodeLog']"]
 
 
