@@ -16,9 +16,10 @@ summary per env ending in the ratio of rlexp's det10 to SB3-zoo's published numb
     python benchmarks/bench_learning.py [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2]
         [--steps 1000000] [--defaults] [--sb3] [--variant LABEL KEY=VALUE ...] [--out outputs/bench_learning]
 
-``--sb3`` also trains Stable-Baselines3 2.9.2 with the same zoo presets (VecNormalize, one env), side by
-side (about 560 steps/s here: 30 min a run). ``--variant LABEL KEY=VALUE ...`` trains the tuned preset
-with those overrides too (a tuning attempt; ``--only-variant`` trains just that). Runs already finished in ``--out`` are reused, so an
+``--sb3`` also trains Stable-Baselines3 2.9.2 with the zoo presets (VecNormalize, one env; Hopper's
+too, whose rlexp preset is CleanRL's now), side by side (about 560 steps/s here: 30 min a run).
+``--variant LABEL KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt;
+``--only-variant`` trains just that). Runs already finished in ``--out`` are reused, so an
 interrupted benchmark continues where it stopped. This prints figures; it asserts nothing.
 """
 
@@ -88,11 +89,11 @@ def rlexp_overrides(
 
 
 def tuned_steps_per_epoch(env_id: str) -> int:
-    """algo.steps_per_epoch of the tuned preset of ``env_id`` (read from its YAML file)."""
-    from omegaconf import OmegaConf
+    """algo.steps_per_epoch of ``tuned=ppo env=ENV_ID`` (as rlexp composes it: a preset may take its
+    values from another, e.g. CleanRL's generic MuJoCo settings)."""
+    import rlexp
 
-    preset = OmegaConf.load(ROOT / "conf" / "tuned_preset" / "ppo" / f"{env_id}.yaml")
-    return int(preset.algo.steps_per_epoch)
+    return int(rlexp.compose(["tuned=ppo", f"env={env_id}"]).algo.steps_per_epoch)
 
 
 def run_rlexp(

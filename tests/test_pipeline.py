@@ -274,6 +274,9 @@ def test_tuned_presets_set_the_zoo_values_and_the_command_line_wins():
     fallback = composed("tuned=ppo", "env=Hopper-v5")
     assert fallback.tuned.preset == "Hopper-v5" and "CleanRL" in fallback.tuned.source
     assert fallback.algo.anneal_lr and fallback.algo.vf_clip == 0.2
+    hopper = composed("tuned=ppo", "env=Hopper-v4")  # the zoo entry stood still on Hopper: CleanRL's won
+    assert "CleanRL" in hopper.tuned.source and hopper.algo.steps_per_epoch == 2048
+    assert composed("tuned=ppo", "env=Walker2d-v4").algo.num_minibatches == 16  # zoo: batch 32 of 512
     assert composed("env=HalfCheetah-v4").tuned.name is None  # nothing tuned unless asked
     assert composed("env=HalfCheetah-v4").algo.num_minibatches == 0
 
