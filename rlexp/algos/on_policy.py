@@ -142,7 +142,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     for epoch in range(book.first_epoch, algo.epochs):
         learner.start_epoch(epoch)
         for t in range(env_steps):
-            with timer.phase("act"):  # each env's observation in turn: the same draws as n single envs
+            with timer.phase("act"):  # each env's observation in turn, from the one acting generator
                 a, v, logp = zip(*(learner.step(o[i]) for i in range(n)), strict=True)
                 a, v, logp = np.stack(a), np.asarray(v), np.asarray(logp)
             with timer.phase("env"):
