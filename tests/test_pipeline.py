@@ -13,7 +13,7 @@ import yaml
 from rlexp.normalize import Normalizer, RunningMeanStd
 from tests.conftest import composed, run_cli, train
 from tests.test_parity import BOX, DISCRETE, assert_same_params, assert_same_stats, on_policy_batch, pair
-from tests.test_resume import OFF_POLICY, assert_same_run, cut_back, final_state, read_checkpoint
+from tests.test_resume import OFF_POLICY, assert_resumes_exactly, final_state, read_checkpoint
 
 # PPO with every modern option on (small sizes: tests)
 MODERN_PPO = (
@@ -88,10 +88,7 @@ def test_resume_with_normalisation_is_exact(tmp_path, case):
     """Statistics, running return, minibatch order and annealed rates all continue exactly."""
     whole, part = tmp_path / "whole", tmp_path / "part"
     train(whole, *RESUME_CASES[case], *NORMALIZE, "algo.epochs=4", "algo.save_freq=1")
-    cut_back(whole, part, 2)
-    res = run_cli(f"resume={part}")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert_same_run(whole, part)
+    assert_resumes_exactly(whole, part, 2)
     stats = final_state(whole)["learner"]["extra"]["normalizer"]
     local_steps = 300 * 4
     assert stats["obs"]["count"] == pytest.approx(1e-4 + 1 + local_steps)  # every observation acted on
@@ -103,10 +100,7 @@ def test_two_ranks_pool_their_statistics_and_resume_exactly(tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
     args = (*RESUME_CASES["ppo-torch"], *NORMALIZE, "comm.procs=2", "algo.epochs=3", "algo.save_freq=1")
     train(whole, *args)
-    cut_back(whole, part, 1)
-    res = run_cli(f"resume={part}")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert_same_run(whole, part)
+    assert_resumes_exactly(whole, part, 1)
     from rlexp.checkpoint import checkpoint_path, rank_path
 
     ckpt = [rank_path(checkpoint_path(whole, 3), rank) for rank in (0, 1)]  # rank 0's and rank 1's files

@@ -101,6 +101,15 @@ def cut_back(whole: Path, part: Path, epoch: int) -> None:
                 p.unlink()
 
 
+def assert_resumes_exactly(whole: Path, part: Path, epoch: int, *overrides: str) -> None:
+    """``part`` (``whole`` cut back to its checkpoint after ``epoch`` epochs) resumed with ``overrides``
+    must succeed and end exactly as ``whole`` did."""
+    cut_back(whole, part, epoch)
+    res = run_cli(f"resume={part}", *overrides)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert_same_run(whole, part)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_resume_equals_an_uninterrupted_run(tmp_path, case):
     """One on-policy and one off-policy algorithm per backend; the log's later rows are recomputed."""

@@ -11,7 +11,7 @@ from rlexp.envs import make_env, make_vector_env
 from rlexp.seeding import STREAMS, RankSeeds
 from tests.conftest import composed, run_cli, train
 from tests.test_pipeline import MODERN_PPO, NORMALIZE
-from tests.test_resume import OFF_POLICY, TIMING, assert_same_run, cut_back, final_state
+from tests.test_resume import OFF_POLICY, TIMING, assert_resumes_exactly, final_state
 
 CARTPOLE = ("algo=ppo", "env=CartPole-v1", "algo.steps_per_epoch=400", "algo.train_pi_iters=5")
 
@@ -118,10 +118,7 @@ def test_resume_with_vector_envs_is_exact(tmp_path, case):
     """Each env's episode in progress is replayed in its own env (its own process with async)."""
     whole, part = tmp_path / "whole", tmp_path / "part"
     train(whole, *RESUME_CASES[case], "algo.epochs=4", "algo.save_freq=1")
-    cut_back(whole, part, 2)
-    res = run_cli(f"resume={part}")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert_same_run(whole, part)
+    assert_resumes_exactly(whole, part, 2)
     episodes = final_state(whole)["loop"]["episode"]["episodes"]
     assert len(episodes) == (3 if case == "ppo-async" else 2)
 
@@ -138,10 +135,7 @@ def test_two_ranks_of_two_envs_resume_exactly(tmp_path):
     )
     progress = train(whole, *args)
     assert list(progress["TotalEnvInteracts"]) == [300, 600, 900]
-    cut_back(whole, part, 1)
-    res = run_cli(f"resume={part}")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert_same_run(whole, part)
+    assert_resumes_exactly(whole, part, 1)
     stats = final_state(whole)["learner"]["extra"]["normalizer"]
     assert stats["obs"]["count"] == pytest.approx(1e-4 + 2 * 2 * (1 + 75 * 3))  # 2 ranks x 2 envs
 
