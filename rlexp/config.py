@@ -88,6 +88,9 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("rlexp.or", lambda a, b: b if a is None else a, replace=True)
     OmegaConf.register_new_resolver("rlexp.job_dir", _job_dir, replace=True)
+    OmegaConf.register_new_resolver(
+        "rlexp.per_node", lambda procs, nodes: -(-procs // (nodes or 1)), replace=True
+    )
 
 
 def register_configs() -> None:
@@ -218,14 +221,15 @@ def _add_network_keys(raw: DictConfig) -> None:
 
 
 def _add_later_group_keys(raw: DictConfig) -> None:
-    """A run from before keys were added to the env, algo and tuned groups trains on as it did: each
-    missing key takes the value of the preset that introduced it, which keeps the old behaviour (the
-    env pipeline from conf/config.yaml: no wrappers, no normalisation; an algorithm's new keys from
-    its conf/algo/ preset: all off; tuned: none)."""
+    """A run from before keys were added to the env, algo, tuned and comm groups trains on as it did:
+    each missing key takes the value of the preset that introduced it, which keeps the old behaviour
+    (the env pipeline from conf/config.yaml: no wrappers, no normalisation; an algorithm's new keys
+    from its conf/algo/ preset: all off; tuned: none; comm.nodes etc.: one node)."""
     conf = Path(CONF_DIR)
     sources = {
         "env": OmegaConf.load(conf / "config.yaml").get("env"),
         "tuned": OmegaConf.load(conf / "tuned" / "none.yaml"),
+        "comm": OmegaConf.load(conf / "comm" / "mpi.yaml"),
     }
     algo = raw.get("algo")
     preset = conf / "algo" / f"{algo.get('name')}.yaml" if isinstance(algo, DictConfig) else None

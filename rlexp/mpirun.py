@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from rlexp.cluster import mpiexec_placement, resolve_nodes, slurm_environment
 from rlexp.errors import RLExpError, WorkerError
 from rlexp.schema import CommConfig, RLExpConfig
 from rlexp.stopping import READY_DIR, StopRequest, all_ready
@@ -34,6 +35,7 @@ from rlexp.stopping import READY_DIR, StopRequest, all_ready
 # The thread caps given to every rank (exported to ranks on other nodes too).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _PR_SET_PDEATHSIG = 1
+KILL_GRACE_S = 10.0  # how long a terminated mpiexec may take to exit before it is killed
 
 
 def find_mpiexec(comm: CommConfig) -> str:
@@ -55,8 +57,9 @@ def find_mpiexec(comm: CommConfig) -> str:
     return path
 
 
-def mpi_environment(cfg: RLExpConfig) -> dict[str, str]:
-    """The environment of mpiexec and its ranks: thread caps and what Open MPI 5 needs here."""
+def mpi_environment(cfg: RLExpConfig, nodes: int = 1) -> dict[str, str]:
+    """The environment of mpiexec and its ranks: thread caps and what Open MPI 5 needs here (as root,
+    and in a SLURM job of ``nodes`` nodes: :func:`rlexp.cluster.slurm_environment`)."""
     env = dict(os.environ)
     threads = str(cfg.backend.threads_per_rank(cfg.comm.procs))
     for var in THREAD_VARS:
@@ -64,23 +67,29 @@ def mpi_environment(cfg: RLExpConfig) -> dict[str, str]:
     if os.geteuid() == 0:  # Open MPI refuses to run as root without both of these
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    if "SLURM_JOB_ID" in env:
-        # Inside a SLURM allocation of one task with N cpus, PRRTE counts 1 slot and refuses N ranks.
-        env.setdefault("PRTE_MCA_ras", "^slurm")
+    slurm_environment(env, cfg.comm, nodes)
     return env
 
 
 def mpiexec_command(
-    cfg: RLExpConfig, mpiexec: str, run_dir: Path, allow_env_import: bool = False
+    cfg: RLExpConfig, mpiexec: str, run_dir: Path, allow_env_import: bool = False, nodes: int = 1
 ) -> list[str]:
-    """``mpiexec -n N [--oversubscribe] [extra] <python> -P -m rlexp.worker RUN_DIR [--allow-env-import]``
-    (``-P``: nothing is imported from the current directory)."""
-    cmd = [mpiexec, "-n", str(cfg.comm.procs)]
-    if cfg.comm.oversubscribe:
-        cmd.append("--oversubscribe")
+    """``mpiexec -n N [placement] [extra] <python> -P -m rlexp.worker RUN_DIR --nodes K [--allow-env-import]``
+    (placement: :func:`rlexp.cluster.mpiexec_placement`; ``-P``: nothing is imported from the current
+    directory; ``--nodes``: the host count every rank checks)."""
+    cmd = [mpiexec, "-n", str(cfg.comm.procs), *mpiexec_placement(cfg.comm, nodes, mpiexec)]
     for var in THREAD_VARS:
         cmd += ["-x", var]
-    cmd += [*cfg.comm.extra_args, sys.executable, "-P", "-m", "rlexp.worker", str(run_dir)]
+    cmd += [
+        *cfg.comm.extra_args,
+        sys.executable,
+        "-P",
+        "-m",
+        "rlexp.worker",
+        str(run_dir),
+        "--nodes",
+        str(nodes),
+    ]
     return [*cmd, "--allow-env-import"] if allow_env_import else cmd
 
 
@@ -100,10 +109,11 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path, stop: StopRequest, allow_env_import
     """
     run_dir = run_dir.resolve()
     shutil.rmtree(run_dir / READY_DIR, ignore_errors=True)  # reports of an earlier job's ranks
-    cmd = mpiexec_command(cfg, find_mpiexec(cfg.comm), run_dir, allow_env_import)
+    nodes = resolve_nodes(cfg.comm)
+    cmd = mpiexec_command(cfg, find_mpiexec(cfg.comm), run_dir, allow_env_import, nodes)
     # A session of its own: a terminal's Ctrl-C or hang-up reaches the ranks only through this process.
     proc = subprocess.Popen(
-        cmd, env=mpi_environment(cfg), start_new_session=True, preexec_fn=_die_with_parent
+        cmd, env=mpi_environment(cfg, nodes), start_new_session=True, preexec_fn=_die_with_parent
     )
     forwarded = False
     try:
@@ -117,8 +127,7 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path, stop: StopRequest, allow_env_import
                 proc.send_signal(signal.SIGUSR2)
                 forwarded = True
     except BaseException:
-        proc.terminate()
-        proc.wait()
+        end(proc)
         raise
     finally:
         shutil.rmtree(run_dir / READY_DIR, ignore_errors=True)
@@ -130,6 +139,17 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path, stop: StopRequest, allow_env_import
         )
         error.exit_code = status
         raise error
+
+
+def end(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
+    """Terminate mpiexec, and kill it if it has not exited ``grace`` seconds later (a hung mpiexec,
+    e.g. one waiting on an ``srun`` that cannot start, ignores SIGTERM for minutes)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def watch_parent(poll: float = 1.0) -> None:

@@ -159,3 +159,27 @@ def write_provenance(run_dir: Path, record: dict[str, Any], resumed_after: int |
             except RLExpError:  # another process took that name first: try the next one
                 continue
     raise RLExpError(f"{run_dir} has 9999 provenance.resume<k>.json files; remove some")
+
+
+def latest_provenance(run_dir: Path) -> Path:
+    """The provenance file of the newest command that trained in ``run_dir`` (provenance.json, or
+    the provenance.resume<k>.json with the largest k)."""
+    resumes = [
+        (int(p.name[len("provenance.resume") : -len(".json")]), p)
+        for p in run_dir.glob("provenance.resume*.json")
+        if p.name[len("provenance.resume") : -len(".json")].isdigit()
+    ]
+    return max(resumes)[1] if resumes else run_dir / PROVENANCE_FILE
+
+
+def record_placement(run_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """Add ``placement`` (one row per rank: rank, host, local rank, device) and the host count to the
+    newest provenance file of ``run_dir`` (rewritten atomically; skipped when there is none, as for
+    a run directory made without the launcher)."""
+    path = latest_provenance(run_dir)
+    if not path.is_file():
+        return
+    record = json.loads(path.read_text())
+    record["placement"] = [{"rank": i, **row} for i, row in enumerate(rows)]
+    record["mpi"] = {**record.get("mpi", {}), "hosts": sorted({row["host"] for row in rows})}
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")

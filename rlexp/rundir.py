@@ -37,7 +37,16 @@ LOCK_FILE = ".lock"  # held (exclusive) by the launcher of the job that trains i
 RANKS_LOCK_FILE = ".ranks.lock"  # held (shared) by every training process of that job
 _LOCKS = (LOCK_FILE, RANKS_LOCK_FILE)
 # What ``resume=RUN_DIR`` may change; everything else comes from the run's config.yaml.
-RESUMABLE_KEYS = ("algo.epochs", "comm.mpiexec", "comm.oversubscribe", "comm.extra_args", "logger.console")
+RESUMABLE_KEYS = (
+    "algo.epochs",
+    "comm.nodes",
+    "comm.hostfile",
+    "comm.interface",
+    "comm.mpiexec",
+    "comm.oversubscribe",
+    "comm.extra_args",
+    "logger.console",
+)
 CONFIG_HEADER = "# Fully resolved config of this run (what every rank trains with). Written by rlexp.\n"
 
 

@@ -137,12 +137,19 @@ class CommConfig:
     """MPI data parallelism (``conf/comm/``)."""
 
     procs: int = MISSING
+    nodes: int | None = MISSING
+    hostfile: str | None = MISSING
+    interface: str | None = MISSING
     mpiexec: str | None = MISSING
     oversubscribe: bool = MISSING
     extra_args: list[str] = MISSING
 
     def validate(self) -> None:
         check(self.procs >= 1, f"comm.procs={self.procs} is out of range; use an integer >= 1")
+        check(
+            self.nodes is None or self.nodes >= 1,
+            f"comm.nodes={self.nodes} is out of range; use an integer >= 1 or null (the allocation's nodes)",
+        )
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""One training process: ``python -P -m rlexp.worker RUN_DIR [--allow-env-import]`` (what mpiexec
-starts on every rank; ``-P``: the current directory is not on the import path).
+"""One training process: ``python -P -m rlexp.worker RUN_DIR [--nodes K] [--allow-env-import]`` (what
+mpiexec starts on every rank; ``-P``: the current directory is not on the import path).
 
 A worker reads the resolved config that the launcher wrote to RUN_DIR/config.yaml; it never runs
 Hydra and never reads the launcher's argv, so a --multirun sweep is never re-launched by its ranks.
@@ -7,6 +7,8 @@ It installs its stop-signal handler before importing anything heavy and reports 
 holds the run directory's training lock while it lives, and exits when its launcher is gone.
 ``--allow-env-import``: the module of a ``module:Env`` env id may come from the current directory
 (the launcher passes it for a new run, and for ``resume=`` only when the user allowed it).
+``--nodes K``: the ranks must run on K distinct hosts (:func:`check_placement`); a world of another
+size or spread stops the run with one line instead of training on silently.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ def prepare_backend(cfg: RLExpConfig) -> None:
                 os.close(devnull)
 
 
-def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None:
+def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True, nodes: int | None = None) -> None:
     """Train the experiment recorded in ``run_dir`` as this rank, from its newest checkpoint if any.
 
     Raises :class:`rlexp.stopping.Stopped` when ``stop`` ended the run early (after a checkpoint).
-    ``allow_env_import``: see the module docstring.
+    ``allow_env_import``: see the module docstring; ``nodes``: the number of hosts the ranks must
+    span (None: not checked).
     """
     from rlexp.checkpoint import latest_checkpoint
     from rlexp.config import load_run_config
@@ -62,6 +65,7 @@ def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None
     cfg.allow_env_import = allow_env_import
     with training_lock(run_dir):
         prepare_backend(cfg)
+        check_placement(cfg, run_dir, nodes)
         latest = latest_checkpoint(run_dir)
         logger = EpochLogger(
             run_dir,
@@ -75,6 +79,35 @@ def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True) -> None
             cfg.algo.loop()(cfg, run_dir, logger, stop)
         finally:
             logger.close()
+
+
+def _gpus(cfg: RLExpConfig) -> int:
+    """The GPUs this rank's backend sees (0 for a CPU run, without asking the backend)."""
+    if cfg.backend.device == "cpu":
+        return 0
+    if cfg.backend.name == "tf":
+        import tensorflow as tf
+
+        return len(tf.config.list_physical_devices("GPU"))
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def check_placement(cfg: RLExpConfig, run_dir: Path, nodes: int | None) -> None:
+    """Check the world this rank joined (:func:`rlexp.cluster.check_world`: ``comm.procs`` ranks on
+    ``nodes`` hosts; rank 0 raises, the others wait for its abort) and record every rank's host, local
+    rank and device in the newest provenance file of ``run_dir``."""
+    import rlexp.comm as comm
+    from rlexp.cluster import check_world, placement, rank_gpu
+    from rlexp.provenance import record_placement
+
+    gpu = rank_gpu(cfg.backend.device, _gpus(cfg))
+    rows = comm.allgather_objects(placement("cpu" if gpu is None else f"cuda:{gpu}"))
+    if comm.proc_id() == 0:
+        check_world(len(rows), [row["host"] for row in rows], cfg.comm.procs, nodes)
+        record_placement(run_dir, rows)
+    comm.barrier()  # a wrong world: the other ranks wait here for rank 0's error to end them all
 
 
 def _wandb_writer(cfg: RLExpConfig, run_dir: Path) -> Any:
@@ -118,11 +151,26 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     allow = "--allow-env-import" in argv
     argv = [a for a in argv if a != "--allow-env-import"]
-    if len(argv) != 1:
-        print("usage: python -m rlexp.worker RUN_DIR [--allow-env-import]", file=sys.stderr)
+    nodes = None
+    if "--nodes" in argv:
+        i = argv.index("--nodes")
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        nodes = int(value) if value.isdigit() else -1
+        del argv[i : i + 2]
+    if len(argv) != 1 or nodes == -1:
+        print("usage: python -m rlexp.worker RUN_DIR [--nodes K] [--allow-env-import]", file=sys.stderr)
         sys.exit(2)
     run_dir = Path(argv[0])
     rank = _launcher_rank()
+    if not run_dir.is_dir():
+        import socket
+
+        print(
+            f"rlexp: error (rank {rank}): the run directory {run_dir} does not exist on {socket.gethostname()}; "
+            "runs over several nodes need a filesystem that every node sees at the same path",
+            file=sys.stderr,
+        )
+        _abort(2)
     try:
         # First thing: a stop signal from now on is a clean stop. The launcher announces the signal and
         # forwards it; a stopped rank keeps ignoring late copies.
@@ -131,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
             from rlexp.mpirun import watch_parent
 
             watch_parent()
-            run(run_dir, stop, allow)
+            run(run_dir, stop, allow, nodes)
         _ignore_stop_signals()
     except Stopped:
         _ignore_stop_signals()

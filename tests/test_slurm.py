@@ -101,17 +101,25 @@ def test_a_two_job_sweep_with_two_ranks_each(slurm, tmp_path):
     assert _states(array) == ["COMPLETED", "COMPLETED"]
 
 
-def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm, tmp_path):
-    sweep = tmp_path / "sweep"
-    epochs = 8
-    proc = _sweep(sweep, "seed=3", "comm.procs=2", f"algo.epochs={epochs}", "algo.steps_per_epoch=1000")
+def _preempt_after_an_epoch(sweep: Path, proc: subprocess.Popen) -> str:
+    """Once the sweep's job 0 has logged an epoch, send its SLURM job USR2 (what SLURM sends, to every
+    job step, before a preemption or the time limit); return the job id."""
     progress = sweep / "0" / "progress.txt"
     deadline = time.time() + 120
     while not (progress.exists() and len(progress.read_text().splitlines()) >= 2):
         assert time.time() < deadline and proc.poll() is None, "the job did not start training"
         time.sleep(0.2)
     job = next(p.name for p in (sweep / ".submitit").iterdir() if p.is_dir())
-    subprocess.run(["scancel", "--signal=USR2", job], check=True)  # what SLURM sends before preempting
+    subprocess.run(["scancel", "--signal=USR2", job], check=True)
+    return job
+
+
+def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm, tmp_path):
+    sweep = tmp_path / "sweep"
+    epochs = 8
+    proc = _sweep(sweep, "seed=3", "comm.procs=2", f"algo.epochs={epochs}", "algo.steps_per_epoch=1000")
+    progress = sweep / "0" / "progress.txt"
+    job = _preempt_after_an_epoch(sweep, proc)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-4000:]
     log = "".join(p.read_text() for p in (sweep / ".submitit" / job).glob("*_log.*"))

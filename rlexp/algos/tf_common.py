@@ -21,6 +21,7 @@ from gymnasium import spaces
 import rlexp.comm as comm
 from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearner, Stats
 from rlexp.checkpoint import load_npz, save_npz
+from rlexp.cluster import rank_gpu
 from rlexp.comm.tf import avg_grads, sync_variables
 from rlexp.errors import RLExpError
 from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy
@@ -39,8 +40,12 @@ def setup_tf(cfg: TFBackendConfig, procs: int) -> None:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
         if tf.config.threading.get_inter_op_parallelism_threads() != 1:
             tf.config.threading.set_inter_op_parallelism_threads(1)
-        if cfg.device == "cpu":
+        gpus = tf.config.list_physical_devices("GPU")
+        index = rank_gpu(cfg.device, len(gpus))
+        if index is None:
             tf.config.set_visible_devices([], "GPU")
+        elif index < len(gpus):  # this rank's GPU only (rlexp.cluster.rank_gpu), seen as GPU:0
+            tf.config.set_visible_devices([gpus[index]], "GPU")
     except RuntimeError:
         pass  # TensorFlow already started in this process (a second learner): keep its settings
     if cfg.device.startswith("cuda") and not tf.config.list_physical_devices("GPU"):

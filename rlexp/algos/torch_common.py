@@ -19,6 +19,7 @@ from gymnasium import spaces
 import rlexp.comm as comm
 from rlexp.algos.learner import Batch, Learner, OffPolicyLearner, OnPolicyLearner, Stats
 from rlexp.checkpoint import load_torch, save_torch
+from rlexp.cluster import rank_gpu
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.errors import RLExpError
 from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy
@@ -67,19 +68,17 @@ def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
 
 
 def torch_device(name: str) -> torch.device:
-    """The torch device for ``backend.device`` (cpu, cuda, cuda:N or auto); a CUDA device that this
-    machine does not have is refused with an :class:`RLExpError` naming what is available."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda"):
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = int(name[5:]) if name.startswith("cuda:") else 0
-        if index >= count:
-            have = f"cuda:0..cuda:{count - 1}" if count else "no CUDA GPU"
-            raise RLExpError(
-                f"backend.device={name} but this machine has {have}; use backend.device=cpu or auto"
-            )
-    return torch.device(name)
+    """The torch device for ``backend.device`` (cpu, cuda, cuda:N or auto): ``cuda`` and ``auto`` take
+    the GPU of the rank's local rank on its node (:func:`rlexp.cluster.rank_gpu`); a CUDA device that
+    this machine does not have is refused with an :class:`RLExpError` naming what is available."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = rank_gpu(name, count)
+    if index is None:
+        return torch.device("cpu")
+    if index >= count:
+        have = f"cuda:0..cuda:{count - 1}" if count else "no CUDA GPU"
+        raise RLExpError(f"backend.device={name} but this machine has {have}; use backend.device=cpu or auto")
+    return torch.device(f"cuda:{index}")
 
 
 class TorchLearner(Learner):

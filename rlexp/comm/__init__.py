@@ -90,6 +90,12 @@ def allgather(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def allgather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (small picklable values: host names, settings) in rank order."""
+    world = _world()
+    return [obj] if world is None or world.Get_size() == 1 else world.allgather(obj)
+
+
 def barrier() -> None:
     """Wait until every rank gets here."""
     global _seconds
