@@ -204,3 +204,13 @@ def test_a_run_directory_a_node_cannot_see_is_one_line(tmp_path):
         f"rlexp: error (rank 0): the run directory {tmp_path / 'elsewhere'} does not exist on "
         f"{socket.gethostname()}; runs over several nodes need a filesystem that every node sees at the same path"
     )
+
+
+def test_an_mpiexec_that_ignores_sigterm_is_killed_after_the_grace_period():
+    from rlexp.mpirun import end
+
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "1\n"  # its SIGTERM handler is in place
+    end(proc, grace=0.5)
+    assert proc.returncode == -9  # SIGKILL, half a second after the ignored SIGTERM
