@@ -27,8 +27,9 @@ How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
   0.99 / 0.97, clip 0.2, KL early stopping off on both sides (``target_kl`` huge / None) so that both
   always do all 80 steps; one env on both sides (SB3 ``n_envs=1``).
 
-- PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo``; SB3 with VecNormalize and
-  the zoo's hyperparameters): 512 steps per update, 8 minibatches of 64, 20 passes, 256x256 ReLU.
+- PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo`` with the zoo's constant
+  learning rate; SB3 with VecNormalize and the zoo's hyperparameters): 512 steps per update, 8
+  minibatches of 64, 20 passes, 256x256 ReLU.
 
 Steady state: both libraries are timed the same way, over a window of env steps after learning has
 started (off-policy: from ``warmup`` steps to ``warmup + window``; PPO: the updates from the second
@@ -72,8 +73,11 @@ def ensure_sb3() -> None:
 
 def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str]:
     """The rlexp config matched to SB3's (see the module docstring)."""
-    if algo == "ppo-zoo":  # rlexp's tuned preset = SB3-zoo's HalfCheetah preset
-        return ["tuned=ppo", f"algo.epochs={1 + max(2, window // ZOO_STEPS)}", "algo.save_freq=1000"]
+    if (
+        algo == "ppo-zoo"
+    ):  # rlexp's tuned preset with the zoo's own learning rate = SB3-zoo's HalfCheetah preset
+        epochs = f"algo.epochs={1 + max(2, window // ZOO_STEPS)}"
+        return ["tuned=ppo", "algo.lr=2.0633e-05", "algo.anneal_lr=false", epochs, "algo.save_freq=1000"]
     if algo == "ppo":
         return [
             "algo=ppo",
