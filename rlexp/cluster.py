@@ -170,7 +170,7 @@ def check_world(size: int, hosts: list[str], procs: int, nodes: int | None) -> N
     where = f"{len(distinct)} host{'s' if len(distinct) != 1 else ''} ({', '.join(distinct)})"
     if size != procs:
         raise RLExpError(
-            f"the MPI world has {size} ranks on {where} but comm.procs={procs}; mpiexec started a "
+            f"the MPI world has {size} rank{'s' if size != 1 else ''} on {where} but comm.procs={procs}; mpiexec started a "
             "different number of ranks (check comm.extra_args and the allocation's tasks)"
         )
     if nodes is not None and len(distinct) != nodes:

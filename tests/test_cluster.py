@@ -126,7 +126,7 @@ def test_check_world():
     check_world(2, ["n1", "n1"], 2, None)
     with pytest.raises(RLExpError) as err:
         check_world(1, ["n1"], 2, 2)
-    assert str(err.value).startswith("the MPI world has 1 ranks on 1 host (n1) but comm.procs=2;")
+    assert str(err.value).startswith("the MPI world has 1 rank on 1 host (n1) but comm.procs=2;")
     with pytest.raises(RLExpError) as err:
         check_world(4, ["n1"] * 4, 4, 2)
     assert str(err.value).startswith("the 4 ranks run on 1 host (n1) but 2 nodes were asked for;")
@@ -193,7 +193,7 @@ def test_ranks_check_the_world_they_joined(tmp_path, no_slurm):
     assert res.returncode != 0 and "Traceback" not in res.stderr
     host = socket.gethostname()
     assert (
-        f"rlexp: error (rank 0): the MPI world has 1 ranks on 1 host ({host}) but comm.procs=2;" in res.stderr
+        f"rlexp: error (rank 0): the MPI world has 1 rank on 1 host ({host}) but comm.procs=2;" in res.stderr
     )
 
 
