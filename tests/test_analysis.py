@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -112,9 +113,10 @@ def test_sweep_plot_table_tensorboard_and_provenance(tmp_path):
     assert {"algo.lr=0.001", "algo.lr=0.0003"} & set(overrides) and "logger.tensorboard=True" in overrides
     assert prov["command"][1:3] == ["-m", "rlexp"] and "--multirun" in prov["command"]
     streams = RankSeeds(seed, 0).as_dict()  # one seed per random stream (issue 13, part 6)
-    assert prov["seeds"] == [{"rank": 0, "seed": seed, "streams": streams}] and prov["mpi"] == {
-        "world_size": 1
-    }
+    assert prov["seeds"] == [{"rank": 0, "seed": seed, "streams": streams}]
+    host = socket.gethostname()  # where the rank ran (issue 20), added by the rank itself
+    assert prov["mpi"] == {"world_size": 1, "hosts": [host]}
+    assert prov["placement"] == [{"rank": 0, "host": host, "local_rank": 0, "device": "cpu"}]
     assert prov["packages"]["torch"] and prov["packages"]["gymnasium"] and prov["backend"] == "torch"
     assert prov["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert prov["machine"]["cpu_count"] >= 1 and isinstance(prov["machine"]["gpus"], list)
