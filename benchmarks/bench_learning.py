@@ -20,7 +20,10 @@ summary per env ending in the ratio of rlexp's det10 to SB3-zoo's published numb
 too, whose rlexp preset is CleanRL's now), side by side (about 560 steps/s here: 30 min a run).
 ``--variant LABEL KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt;
 ``--only-variant`` trains just that). Runs already finished in ``--out`` are reused, so an
-interrupted benchmark continues where it stopped. This prints figures; it asserts nothing.
+interrupted benchmark continues where it stopped, but only when they were trained with what the
+preset gives now (the algo, env and network sections and seed recorded in each result file): a
+finished run with other settings stops the benchmark with one line. This prints figures; it asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -104,9 +107,13 @@ def run_rlexp(
     run_dir = out / f"rlexp_{kind}_{env_id}_s{seed}"
     episodes = out / f"rlexp_{kind}_{env_id}_s{seed}.episodes.csv"
     result_file = out / f"rlexp_{kind}_{env_id}_s{seed}.json"
+    overrides = rlexp_overrides(kind, env_id, seed, steps, variant)
+    settings = training_settings(overrides)
     if result_file.is_file():
-        return json.loads(result_file.read_text())
-    cmd = [sys.executable, "-m", "rlexp", *rlexp_overrides(kind, env_id, seed, steps, variant)]
+        result = json.loads(result_file.read_text())
+        check_reusable(result_file, result.get("settings"), settings)
+        return result
+    cmd = [sys.executable, "-m", "rlexp", *overrides]
     cmd += ["logger.console=quiet", f"hydra.run.dir={run_dir}"]
     env = dict(child_env(), RLEXP_EPISODE_LOG=str(episodes))
     start = time.time()
@@ -133,9 +140,55 @@ def run_rlexp(
         "sps": float(progress["TotalEnvInteracts"].iloc[-1] / progress["Time"].iloc[-1]),
         "steps": int(progress["TotalEnvInteracts"].iloc[-1]),
         "wall_s": wall,
+        "settings": settings,
     }
     result_file.write_text(json.dumps(result, indent=1))
     return result
+
+
+def training_settings(overrides: list[str]) -> dict[str, Any]:
+    """What a run with ``overrides`` trains with, as rlexp composes it today: the algo, env and network
+    sections and the seed of its config (the keys that decide its returns)."""
+    from omegaconf import OmegaConf
+
+    import rlexp
+    from rlexp.config import load_config, to_container
+
+    composed = OmegaConf.to_container(rlexp.compose(overrides))
+    composed.pop("hydra")
+    return settings_of(to_container(load_config(composed)))
+
+
+def recorded_settings(run_dir: Path) -> dict[str, Any]:
+    """:func:`training_settings` of a finished run, from its config.yaml."""
+    from rlexp.config import load_run_config, to_container
+
+    return settings_of(to_container(load_run_config(run_dir)))
+
+
+def settings_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The sections of a run's config that decide its returns."""
+    return {key: config[key] for key in ("algo", "env", "network", "seed")}
+
+
+def check_reusable(path: Path, stored: dict[str, Any] | None, settings: dict[str, Any]) -> None:
+    """Stop (one line) when the finished run of ``path`` was trained with other settings than the
+    preset gives now (a changed preset would otherwise be reported with stale figures)."""
+    if stored is None:
+        print(f"  {path.name}: no settings recorded (an older result); reused as it is", flush=True)
+        return
+    for section in settings:
+        old, new = stored.get(section), settings[section]
+        if old == new:
+            continue
+        keys = sorted(set(old) | set(new)) if isinstance(old, dict) and isinstance(new, dict) else [None]
+        key = next(k for k in keys if k is None or old.get(k) != new.get(k))
+        what = section if key is None else f"{section}.{key}"
+        before, now = (old, new) if key is None else (old.get(key), new.get(key))
+        raise SystemExit(
+            f"bench_learning: {path} was trained with {what}={before!r}, but the preset now gives {now!r}; "
+            f"move it (and its run directory) away to train again, or use another --out"
+        )
 
 
 def last_episodes_mean(path: Path, n: int = 100) -> float:
