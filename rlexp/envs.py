@@ -19,7 +19,14 @@ from gymnasium import spaces
 
 from rlexp.errors import RLExpError
 from rlexp.fileio import drop_current_dir
-from rlexp.nn import NATURE_CNN_MIN_SIZE, Image, image_layout, is_image_space, nature_cnn_output
+from rlexp.nn import (
+    NATURE_CNN_MIN_SIZE,
+    Image,
+    image_layout,
+    is_image_space,
+    looks_like_image,
+    nature_cnn_output,
+)
 from rlexp.schema import AlgoConfig, EnvConfig, NetworkConfig
 
 # gymnasium 1.x warns on every v4 MuJoCo env; users chose v4 on purpose (Spinning Up comparisons).
@@ -323,11 +330,15 @@ def image_observations(
             )
         return None
     if image is None:
-        what, fix = (
-            ("a stack of images", "merge the stack into the channels")
-            if is_image_space(obs_space)
-            else ("observations", "use an MLP network for them, e.g. network=mlp64x64_tanh")
-        )
+        if is_image_space(obs_space):
+            what, fix = "a stack of images", "merge the stack into the channels"
+        elif looks_like_image(obs_space):
+            what, fix = (
+                "non-uint8 images",
+                "give it uint8 pixels of 0-255 (a wrapper; the CNN scales them by 1/255)",
+            )
+        else:
+            what, fix = "observations", "use an MLP network for them, e.g. network=mlp64x64_tanh"
         raise RLExpError(
             f"network.encoder={network.encoder} reads images (a uint8 Box of shape (H, W, C), (C, H, W) or "
             f"(H, W)), but {env_id} has {what} {obs_space}; {fix}"
@@ -340,6 +351,21 @@ def image_observations(
             f"{env_id} has {height}x{width} ({obs_space}); render larger images"
         )
     return image
+
+
+def flattened_image_warning(
+    algo: AlgoConfig, network: NetworkConfig, env_id: str, obs_space: spaces.Space
+) -> str | None:
+    """The one-line warning for observations shaped like an image but not uint8 (float pixels, say)
+    that an MLP reads flattened (:func:`rlexp.nn.looks_like_image`); None when there is nothing to say.
+    They may be a tensor that is not an image, so they are not refused."""
+    if network.encoder != "mlp" or not looks_like_image(obs_space):
+        return None
+    return (
+        f"{env_id} has observations {obs_space} shaped like an image but not uint8; network.encoder=mlp "
+        f"flattens them into {int(np.prod(obs_space.shape))} inputs. If they are images, give them as uint8 "
+        f"pixels of 0-255 (a wrapper) and use a CNN network (network={algo.IMAGE_NETWORK})"
+    )
 
 
 def obs_dtype(obs_space: spaces.Space) -> Any:

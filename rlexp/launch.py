@@ -56,7 +56,15 @@ def validate_experiment(cfg: RLExpConfig) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
     and the env fits the algorithm and the network (image observations need a CNN encoder and are
     not normalised: ``env.normalize_obs`` is for vector observations)."""
-    from rlexp.envs import check_first_step, check_spaces, image_observations, make_env
+    from gymnasium.wrappers import FlattenObservation
+
+    from rlexp.envs import (
+        check_first_step,
+        check_spaces,
+        flattened_image_warning,
+        image_observations,
+        make_env,
+    )
     from rlexp.nn import is_image_space
 
     algo = cfg.algo
@@ -72,7 +80,12 @@ def validate_experiment(cfg: RLExpConfig) -> None:
     env = make_env(cfg.env, allow_env_import=cfg.resume is None or cfg.allow_env_import)
     try:
         check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
-        image_observations(algo, cfg.network, cfg.env.id, env.observation_space)
+        # as the env gives them, before make_env flattens what is not a uint8 image
+        given = env.env.observation_space if isinstance(env, FlattenObservation) else env.observation_space
+        image_observations(algo, cfg.network, cfg.env.id, given)
+        warning = flattened_image_warning(algo, cfg.network, cfg.env.id, given)
+        if warning is not None:
+            print(f"rlexp: warning: {warning}", file=sys.stderr, flush=True)
         if cfg.env.normalize_obs and is_image_space(env.observation_space):
             raise RLExpError(
                 f"env.normalize_obs=true normalises vector observations, but {cfg.env.id} has image "

@@ -112,6 +112,18 @@ class PixelSide(gym.Env):
         return self.frame if self.render_mode == "rgb_array" else None
 
 
+class FloatPixelSide(PixelSide):
+    """PixelSide with float32 pixels in [0, 1]: shaped like an image, but not the uint8 one rlexp reads
+    as an image (an MLP gets it flattened, with a warning)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = spaces.Box(0.0, 1.0, self.observation_space.shape, np.float32)
+
+    def _draw(self) -> np.ndarray:
+        return super()._draw().astype(np.float32) / 255.0
+
+
 def pixel_cartpole() -> gym.Env:
     """CartPole seen through its 400x600 RGB frames only: gymnasium's own pixel observations
     (AddRenderObservation; rendering needs pygame, which gymnasium[classic-control] installs)."""
@@ -120,6 +132,7 @@ def pixel_cartpole() -> gym.Env:
 
 
 gym.register("RLExpTest/PixelSide-v0", entry_point=PixelSide)
+gym.register("RLExpTest/FloatPixelSide-v0", entry_point=FloatPixelSide)
 gym.register("RLExpTest/PixelCartPole-v0", entry_point=pixel_cartpole)
 gym.register("RLExpTest/UnboundedActions-v0", entry_point=UnboundedActions)
 gym.register("RLExpTest/MultiDiscrete-v0", entry_point=MultiDiscreteActions)

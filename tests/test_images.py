@@ -18,7 +18,7 @@ from gymnasium import spaces
 import tests.envs  # noqa: F401 (registers the test envs for the in-process tests)
 from rlexp.algos import ALGOS
 from rlexp.errors import RLExpError
-from rlexp.nn import Image, image_layout, is_image_space, nature_cnn_output
+from rlexp.nn import Image, image_layout, is_image_space, looks_like_image, nature_cnn_output
 from rlexp.seeding import RankSeeds
 from tests.conftest import composed, run_cli, train
 from tests.test_resume import assert_resumes_exactly, final_state, read_checkpoint
@@ -295,6 +295,34 @@ def test_an_image_env_without_a_cnn_is_one_line(cli, tmp_path):
         "(a CNN encoder), or flatten them in your env if an MLP is what you want"
     ], res.stderr
     assert not (run_dir / "config.yaml").exists()
+
+
+def test_float_images_are_flattened_with_one_warning_and_refused_by_the_cnn(cli, tmp_path):
+    """Observations shaped like an image but not uint8 may be a tensor that is no image: an MLP takes
+    them with one warning line (never silently), a CNN encoder refuses them, naming the fix."""
+    env = ("env=gym", "env.id=tests.envs:RLExpTest/FloatPixelSide-v0")
+    res = cli(f"hydra.run.dir={tmp_path / 'mlp'}", *env, "algo.epochs=1", "algo.steps_per_epoch=100")
+    assert res.returncode == 0, res.stderr[-3000:]
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("rlexp: warning:")]
+    assert warnings == [
+        "rlexp: warning: tests.envs:RLExpTest/FloatPixelSide-v0 has observations Box(0.0, 1.0, (36, 36, 3), "
+        "float32) shaped like an image but not uint8; network.encoder=mlp flattens them into 3888 inputs. If "
+        "they are images, give them as uint8 pixels of 0-255 (a wrapper) and use a CNN network (network=nature_cnn)"
+    ], res.stderr
+    res = cli(f"hydra.run.dir={tmp_path / 'cnn'}", *env, "network=nature_cnn")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert (
+        res.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "but tests.envs:RLExpTest/FloatPixelSide-v0 has non-uint8 images Box(0.0, 1.0, (36, 36, 3), float32); "
+            "give it uint8 pixels of 0-255 (a wrapper; the CNN scales them by 1/255)"
+        )
+    ), res.stderr
+    assert not looks_like_image(spaces.Box(-1.0, 1.0, (17,), np.float32))
+    assert not looks_like_image(spaces.Box(0, 255, (36, 36, 3), np.uint8))  # uint8: a real image
+    assert not looks_like_image(spaces.Box(0.0, 1.0, (5, 7, 2), np.float32))  # 2 channels, 5 pixels
+    assert looks_like_image(spaces.Box(0.0, 1.0, (3, 64, 48), np.float32))  # channels first
 
 
 # --- training ----------------------------------------------------------------------------------

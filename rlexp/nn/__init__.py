@@ -68,6 +68,18 @@ def is_image_space(space: spaces.Space) -> bool:
     return isinstance(space, spaces.Box) and len(space.shape) >= 2 and space.dtype == np.uint8
 
 
+def looks_like_image(space: spaces.Space) -> bool:
+    """Whether ``space`` is shaped like one image but is not read as one (:func:`is_image_space`): a Box
+    of another dtype than uint8 (float pixels, say) of rank 3, with 1, 3 or 4 channels first or last
+    and sides of at least 8."""
+    if not isinstance(space, spaces.Box) or space.dtype == np.uint8 or len(space.shape) != 3:
+        return False
+    first, *_, last = space.shape
+    return (last in (1, 3, 4) and min(space.shape[:2]) >= 8) or (
+        first in (1, 3, 4) and min(space.shape[1:]) >= 8
+    )
+
+
 def image_layout(space: spaces.Space) -> Image | None:
     """The :class:`Image` layout of ``space`` when it is a uint8 Box of rank 2 or 3, else None."""
     if not is_image_space(space) or len(space.shape) > 3:
