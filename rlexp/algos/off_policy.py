@@ -12,8 +12,9 @@ own replay buffer:
   transitions and samples ``batch_size // N`` of them per gradient step, and the gradients are
   averaged across ranks, so one gradient step sees a ``batch_size`` minibatch drawn from all ranks;
 - ``update_every`` counts the env steps of one rank (all its envs); each time the count passes a
-  multiple of it, a burst of ``update_every`` gradient steps is taken by all ranks together. The update-to-data ratio is therefore one gradient step per env step
-  of one rank (Spinning Up's 1:1 when N = 1), i.e. 1/N gradient steps per global env step.
+  multiple of it, a burst of ``update_every`` gradient steps is taken by all ranks together. The
+  update-to-data ratio is therefore one gradient step per env step of one rank (Spinning Up's 1:1
+  when N = 1), i.e. 1/N gradient steps per global env step.
 gymnasium's ``terminated`` is the only terminal signal stored; a time-limit truncation bootstraps.
 
 Resume: as in the on-policy loop, a checkpoint after ``save_freq`` epochs, the last epoch and a stop
