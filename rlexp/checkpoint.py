@@ -199,7 +199,9 @@ def _to_torch(obj: Any) -> Any:
     import torch
 
     if isinstance(obj, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(obj))
+        # asarray(order="C"), not ascontiguousarray: that makes a 0-d array 1-d, so a 0-d statistic
+        # came back from the file with another shape (issue 34)
+        return torch.from_numpy(np.asarray(obj, order="C"))
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, dict):

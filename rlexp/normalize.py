@@ -35,12 +35,17 @@ EPSILON = 1e-8  # added to the variance before the square root (SB3's and gymnas
 
 class RunningMeanStd:
     """Running mean and variance of arrays of ``shape``, merged batch by batch (Chan et al.'s parallel
-    algorithm, as in SB3 and gymnasium). Starts at mean 0, variance 1, a pseudo-count of ``1e-4``."""
+    algorithm, as in SB3 and gymnasium). Starts at mean 0, variance 1, a pseudo-count of ``1e-4``.
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+    :param shape: shape of one sample (() for a scalar such as the running return).
+    :param what: what the statistics describe, for messages ("observation", "reward").
+    """
+
+    def __init__(self, shape: tuple[int, ...], what: str = "observation") -> None:
         self.mean = np.zeros(shape, np.float64)
         self.var = np.ones(shape, np.float64)
         self.count = 1e-4
+        self.what = what
 
     def update(self, batch: np.ndarray) -> None:
         """Fold ``batch`` (shape (n, *shape)) into the statistics."""
@@ -48,21 +53,37 @@ class RunningMeanStd:
         b_mean, b_var, b_count = batch.mean(axis=0), batch.var(axis=0), batch.shape[0]
         delta = b_mean - self.mean
         total = self.count + b_count
-        self.mean = self.mean + delta * b_count / total
+        # asarray: a 0-d statistic stays an array (numpy's scalar arithmetic would make it a float)
+        self.mean = np.asarray(self.mean + delta * b_count / total)
         m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
-        self.var = m2 / total
+        self.var = np.asarray(m2 / total)
         self.count = total
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s statistics. ValueError (naming these statistics and both shapes)
+        when they do not fit ``shape`` or are not finite, or an entry is missing."""
+        shape, what = self.mean.shape, f"{self.what} normalisation statistics"
+        missing = [k for k in ("mean", "var", "count") if k not in state]
+        if missing:
+            raise ValueError(f"the {what} lack {', '.join(missing)}")
         mean, var = np.asarray(state["mean"], np.float64), np.asarray(state["var"], np.float64)
-        if mean.shape != self.mean.shape or var.shape != self.var.shape:
-            raise ValueError(
-                f"normalisation statistics of shape {mean.shape} do not fit observations of shape {self.mean.shape}"
-            )
-        self.mean, self.var, self.count = mean, var, float(state["count"])
+        count = np.asarray(state["count"], np.float64)
+        if shape == () and mean.shape == var.shape == (1,):
+            # rlexp's torch checkpoints before issue 34 stored the 0-d statistics of a normalisation
+            # that was off (the reward's, with observations normalised alone) with shape (1,)
+            mean, var = mean.reshape(()), var.reshape(())
+        for name, value in (("mean", mean), ("variance", var)):
+            if value.shape != shape:
+                fits = "one number" if shape == () else f"shape {shape}"
+                raise ValueError(f"the {what} ({name} of shape {value.shape}) do not fit {fits}")
+        if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
+            raise ValueError(f"the {what} hold values that are not finite or a negative variance")
+        if count.shape != () or not (np.isfinite(count) and count > 0):
+            raise ValueError(f"the {what} have a count of {state['count']!r}; it must be one number > 0")
+        self.mean, self.var, self.count = mean, var, float(count)
 
 
 class Normalizer:
@@ -88,8 +109,8 @@ class Normalizer:
     ) -> None:
         self.normalize_obs, self.normalize_reward = normalize_obs, normalize_reward
         self.clip_obs, self.clip_reward, self.gamma = clip_obs, clip_reward, gamma
-        self.obs_rms = RunningMeanStd(obs_shape)
-        self.ret_rms = RunningMeanStd(())
+        self.obs_rms = RunningMeanStd(obs_shape, "observation")
+        self.ret_rms = RunningMeanStd((), "reward")
         #: this rank's running discounted return of each env's episode in progress (a float with one env)
         self.ret: Any = 0.0
 
@@ -147,7 +168,18 @@ class Normalizer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.obs_rms.load_state_dict(state["obs"])
-        self.ret_rms.load_state_dict(state["ret"])
+        """Restore :meth:`state_dict`'s statistics and running return. ValueError naming the statistics
+        that do not fit (or are missing)."""
+        for key, rms in (("obs", self.obs_rms), ("ret", self.ret_rms)):
+            if not isinstance(state.get(key), dict):
+                raise ValueError(f"the checkpoint has no {rms.what} normalisation statistics")
+            rms.load_state_dict(state[key])
+        if "running_return" not in state:
+            raise ValueError("the checkpoint has no running return of the reward normalisation")
         ret = np.asarray(state["running_return"], np.float64)
+        if ret.ndim > 1 or not np.isfinite(ret).all():
+            raise ValueError(
+                f"the running return of the reward normalisation (shape {ret.shape}) is not one finite "
+                "number per env"
+            )
         self.ret = float(ret) if ret.ndim == 0 else ret
