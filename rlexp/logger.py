@@ -25,6 +25,7 @@ from rlexp.fileio import atomic_write_text
 from rlexp.tblog import TensorBoardWriter
 
 PROGRESS_FILE = "progress.txt"
+EPISODES_FILE = "episodes.csv"  # logger.episodes: one line per training episode (Epoch,EpRet,EpLen)
 # The columns of logger.console=line, where the run logs them
 LINE_COLUMNS = ("Epoch", "TotalEnvInteracts", "AverageEpRet", "AverageTestEpRet", "EpLen", "Time")
 _COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
@@ -135,6 +136,9 @@ class Logger:
         from the resume point on (they are logged again). Needs ``output_dir``.
     :param wandb: also send each row to Weights & Biases (:class:`rlexp.wandblog.WandbWriter`, made
         by rank 0 only; it is a callable so that other ranks never import wandb). Needs ``output_dir``.
+    :param episodes: also write ``episodes.csv`` (:meth:`EpochLogger.log_episodes`): the return and
+        length of every training episode, with the Epoch of the row it is counted in. A resumed log
+        keeps the lines of the rows it keeps. Needs ``output_dir``.
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class Logger:
         resume_rows: int | None = None,
         tensorboard: bool = False,
         wandb: Callable[[], Any] | None = None,
+        episodes: bool = False,
     ) -> None:
         self.active = comm.proc_id() == 0
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -158,12 +163,15 @@ class Logger:
         self.tb_writer: TensorBoardWriter | None = None
         self.wandb_writer: Any = None
         self.rows = 0
+        self.episodes_file = None
+        self.episodes = episodes
+        last_epoch: str | None = None  # the Epoch of the last row a resumed log keeps
         if self.active and self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             path = self.output_dir / output_fname
             restart_step = None
             if resume_rows is not None and path.exists():
-                restart_step = self._continue(path, resume_rows)
+                restart_step, last_epoch = self._continue(path, resume_rows)
             else:
                 try:
                     # 'x': never overwrite the progress of an earlier run (Spinning Up opened it with 'w').
@@ -178,15 +186,18 @@ class Logger:
                 self.tb_writer = TensorBoardWriter(self.output_dir, restart_step)
             if wandb is not None:
                 self.wandb_writer = wandb()
+            if episodes:
+                self.episodes_file = _open_episodes(self.output_dir / EPISODES_FILE, last_epoch)
 
-    def _continue(self, path: Path, rows: int) -> int:
+    def _continue(self, path: Path, rows: int) -> tuple[int, str | None]:
         """Open ``path`` for appending after its header and first ``rows`` rows; return the first
-        TensorBoard step the resumed run logs again (the last kept TotalEnvInteracts + 1, else ``rows``)."""
+        TensorBoard step the resumed run logs again (the last kept TotalEnvInteracts + 1, else ``rows``)
+        and the Epoch of the last kept row (None: none kept)."""
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
         kept = check_progress(path, rows)
         if not kept:  # the run stopped before its first row: start the log afresh
             self.output_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
-            return 0
+            return 0, None
         if len(lines) > len(kept):  # epochs logged after the checkpoint: the resumed run logs them again
             atomic_write_text(path, "".join(kept))
         self.log_headers = kept[0].rstrip("\n").split("\t")
@@ -198,13 +209,15 @@ class Logger:
             print(
                 colorize(f"Continuing {path} after {epochs(rows)}{dropped}", "green", bold=True), flush=True
             )
-        if rows > 0 and "TotalEnvInteracts" in self.log_headers:
-            last = kept[-1].rstrip("\n").split("\t")[self.log_headers.index("TotalEnvInteracts")]
+        last_row = (
+            dict(zip(self.log_headers, kept[-1].rstrip("\n").split("\t"), strict=False)) if rows else {}
+        )
+        if "TotalEnvInteracts" in last_row:
             try:
-                return int(float(last)) + 1
+                return int(float(last_row["TotalEnvInteracts"])) + 1, last_row.get("Epoch")
             except ValueError:
                 pass
-        return rows
+        return rows, last_row.get("Epoch")
 
     def log(self, msg: str, color: str = "green") -> None:
         """Print a colorized message (rank 0 only)."""
@@ -264,16 +277,45 @@ class Logger:
         return row
 
     def close(self) -> None:
-        """Close progress.txt and the TensorBoard event file."""
+        """Close progress.txt, episodes.csv and the TensorBoard event file."""
         if self.output_file is not None:
             self.output_file.close()
             self.output_file = None
+        if self.episodes_file is not None:
+            self.episodes_file.close()
+            self.episodes_file = None
         if self.tb_writer is not None:
             self.tb_writer.close()
             self.tb_writer = None
         if self.wandb_writer is not None:
             self.wandb_writer.close()
             self.wandb_writer = None
+
+
+def _open_episodes(path: Path, last_epoch: str | None) -> Any:
+    """episodes.csv opened for appending: a new file with its header, or a resumed run's, cut back to
+    the lines of the epochs up to ``last_epoch`` (those the resumed progress.txt keeps; None: none)."""
+    header = "Epoch,EpRet,EpLen\n"
+    if path.exists():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RLExpError(f"{path} cannot be read ({exc}); it is damaged") from None
+        kept = [header]
+        if last_epoch is not None:
+            keep = float(last_epoch)
+            for line in lines[1:]:
+                fields = line.rstrip("\n").split(",")
+                if not line.endswith("\n") or len(fields) != 3 or float(fields[0]) > keep:
+                    break
+                kept.append(line)
+        if kept != lines:
+            atomic_write_text(path, "".join(kept))
+        return open(path, "a", encoding="utf-8")
+    out = open(path, "x", encoding="utf-8")  # noqa: SIM115 (closed in close())
+    out.write(header)
+    out.flush()
+    return out
 
 
 class EpochLogger(Logger):
@@ -292,6 +334,34 @@ class EpochLogger(Logger):
         """Append one value (or an array of values) per key to this epoch's lists."""
         for k, v in kwargs.items():
             self.epoch_dict.setdefault(k, []).append(v)
+
+    def log_episodes(self) -> None:
+        """With ``episodes``: append every rank's training episodes of this epoch (the stored EpRet and
+        EpLen, rank after rank) to episodes.csv, tagged with the row's Epoch. A collective then."""
+        if not self.episodes:
+            return
+        mine = (self._peek("EpRet").tolist(), self._peek("EpLen").tolist())
+        everyone = comm.allgather_objects(mine)
+        if self.episodes_file is None:
+            return
+        epoch = self.log_current_row.get("Epoch", self.rows)
+        out = "".join(
+            f"{epoch},{ret!r},{int(length)}\n"
+            for rets, lengths in everyone
+            for ret, length in zip(rets, lengths, strict=True)
+        )
+        try:
+            self.episodes_file.write(out)  # one write per epoch
+            self.episodes_file.flush()
+        except OSError as exc:
+            raise RLExpError(f"cannot write {self.episodes_file.name}: {exc.strerror or exc}") from None
+
+    def _peek(self, key: str) -> np.ndarray:
+        """The values stored under ``key`` this epoch, left in place."""
+        vals = self.epoch_dict.get(key, [])
+        if not vals:
+            return np.zeros(0)
+        return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in vals])
 
     def _values(self, key: str) -> np.ndarray:
         vals = self.epoch_dict.pop(key, [])

@@ -256,6 +256,7 @@ class LoggerConfig:
 
     tensorboard: bool = MISSING
     console: str = MISSING
+    episodes: bool = MISSING
     wandb: bool = MISSING
     wandb_project: str = MISSING
     wandb_entity: str | None = MISSING

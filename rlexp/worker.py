@@ -73,6 +73,7 @@ def run(run_dir: Path, stop: StopRequest, allow_env_import: bool = True, nodes: 
             resume_rows=latest[0] if latest else 0,
             tensorboard=cfg.logger.tensorboard,
             console=cfg.logger.console,
+            episodes=cfg.logger.episodes,
             wandb=functools.partial(_wandb_writer, cfg, run_dir) if cfg.logger.wandb else None,
         )
         try:

@@ -64,3 +64,23 @@ def test_config_json_sorted_with_exp_name_and_never_overwritten(tmp_path):
         log.save_config({"b": 2})
     assert json.loads((tmp_path / "config.json").read_text())["b"] == 1
     log.close()
+
+
+@pytest.mark.mpi
+def test_the_episode_log_holds_every_ranks_episodes_and_resumes_with_the_run(tmp_path):
+    """logger.episodes=true: episodes.csv has one line per training episode of either rank, in the row
+    (Epoch) that counts it; a run cut back after epoch 1 and resumed writes the same file."""
+    from tests.conftest import train
+    from tests.test_resume import assert_resumes_exactly
+
+    whole = tmp_path / "whole"
+    args = ("env=CartPole-v1", "algo.steps_per_epoch=400", "algo.epochs=3", "algo.save_freq=1")
+    progress = train(whole, *args, "comm.procs=2", "logger.episodes=true", "logger.console=quiet")
+    episodes = pd.read_csv(whole / "episodes.csv")
+    assert list(episodes.columns) == ["Epoch", "EpRet", "EpLen"]
+    assert (episodes["EpRet"] == episodes["EpLen"]).all()  # CartPole: +1 per step
+    by_epoch = episodes.groupby("Epoch")["EpRet"]
+    assert by_epoch.mean().to_numpy() == pytest.approx(progress["AverageEpRet"].to_numpy())
+    assert by_epoch.max().to_numpy() == pytest.approx(progress["MaxEpRet"].to_numpy())
+    assert_resumes_exactly(whole, tmp_path / "part", 1)
+    assert (tmp_path / "part" / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()

@@ -123,6 +123,7 @@ class Evaluation:
         """Log EpRet(mm), TestEpRet(mm), EpLen and TestEpLen (the Test columns when ``test_every > 0``,
         in Spinning Up's off-policy order) and note the epoch's score. A collective."""
         logger, testing = self.logger, self.env is not None
+        logger.log_episodes()  # episodes.csv (logger.episodes), before EpRet's values are pooled
         logger.log_tabular("EpRet", with_min_and_max=True)
         if testing:
             logger.log_tabular("TestEpRet", with_min_and_max=True)
