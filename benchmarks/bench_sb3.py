@@ -39,7 +39,6 @@ one on), on the training loop alone (rlexp: no test episodes, no checkpoint insi
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -50,22 +49,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, SB3_VERSION, ZOO_PPO, ensure_sb3
+
 ENV = "HalfCheetah-v4"
-SB3_VERSION = "2.9.2"
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
 PPO_STEPS = 4000
 ZOO_STEPS = 512  # ppo-zoo: SB3-zoo's HalfCheetah preset (n_steps 512) on both sides
-
-
-def ensure_sb3() -> None:
-    """pip install stable-baselines3 into this environment if it is not importable (torch untouched)."""
-    if importlib.util.find_spec("stable_baselines3") is None:
-        print(f"installing stable-baselines3=={SB3_VERSION} ...", flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", f"stable-baselines3=={SB3_VERSION}"], check=True
-        )
 
 
 # --- rlexp ------------------------------------------------------------------------------------------
@@ -142,11 +132,10 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
     torch.set_num_threads(1)
     env = gym.make(ENV)
     if algo == "ppo-zoo":  # SB3-zoo's HalfCheetah preset, as bench_learning.py's --sb3 runs it
-        from bench_learning import ZOO_PRESETS
         from stable_baselines3.common.env_util import make_vec_env
         from stable_baselines3.common.vec_env import VecNormalize
 
-        hp = dict(ZOO_PRESETS[ENV])
+        hp = dict(ZOO_PPO[ENV])
         kwargs = dict(hp.pop("policy_kwargs"))
         kwargs["activation_fn"] = torch.nn.ReLU if kwargs.pop("activation") == "relu" else torch.nn.Tanh
         kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
@@ -284,7 +273,6 @@ def main() -> None:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_learning's presets (ppo-zoo)
     if args.child:
         spec = json.loads(args.child)
         kind = spec.pop("kind")

@@ -1,0 +1,81 @@
+"""What the benchmarks share: paths, the child processes' environment, SB3's installation and the
+peers' settings and published numbers (../shared/reference/baselines.md), one home for each."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+SB3_VERSION = "2.9.2"
+MUJOCO_ENVS = ("HalfCheetah-v4", "Hopper-v4", "Walker2d-v4")
+
+# Published final returns at about 1M steps. SB3-zoo: one tuned agent, deterministic evaluation, v3
+# envs (rl-baselines3-zoo benchmark.md). CleanRL: mean of the last 100 training episodes, 3 seeds, v4
+# envs. Spinning Up: read off its 3M-step PyTorch plots at 1M (approximate, 10 seeds).
+PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
+    "ppo": {
+        "sb3-zoo": {"HalfCheetah-v4": 5819.0, "Hopper-v4": 2410.0, "Walker2d-v4": 3479.0},
+        "cleanrl": {"HalfCheetah-v4": 1443.0, "Hopper-v4": 2383.0, "Walker2d-v4": 2288.0},
+        "spinup": {"HalfCheetah-v4": 1670.0, "Hopper-v4": 1850.0, "Walker2d-v4": 1230.0},
+    },
+    "sac": {
+        "sb3-zoo": {"HalfCheetah-v4": 9535.0, "Hopper-v4": 2326.0, "Walker2d-v4": 3863.0},
+        "cleanrl": {"HalfCheetah-v4": 9635.0, "Hopper-v4": 2310.0, "Walker2d-v4": 3591.0},
+        "spinup": {"HalfCheetah-v4": 11500.0, "Hopper-v4": 3150.0, "Walker2d-v4": 4250.0},
+    },
+    "td3": {
+        "sb3-zoo": {"HalfCheetah-v4": 9656.0, "Hopper-v4": 3606.0, "Walker2d-v4": 4718.0},
+        "cleanrl": {"HalfCheetah-v4": 9583.0, "Hopper-v4": 3135.0, "Walker2d-v4": 4058.0},
+        "spinup": {"HalfCheetah-v4": 9750.0, "Hopper-v4": 2860.0, "Walker2d-v4": 4000.0},
+    },
+}
+
+# SB3-zoo's PPO presets (hyperparams/ppo.yml, the v3 entries) in SB3's own keys: bench_learning's
+# --sb3 runs and bench_sb3's ppo-zoo row.
+ZOO_PPO: dict[str, dict[str, Any]] = {
+    "HalfCheetah-v4": dict(
+        batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
+        clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation="relu", net_arch=[256, 256]),
+    ),
+    "Hopper-v4": dict(
+        batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519,
+        clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation="relu", net_arch=[256, 256]),
+    ),
+    "Walker2d-v4": dict(
+        batch_size=32, n_steps=512, gamma=0.99, learning_rate=5.05041e-05, ent_coef=0.000585045,
+        clip_range=0.1, n_epochs=20, gae_lambda=0.95, max_grad_norm=1.0, vf_coef=0.871923,
+        policy_kwargs=dict(),
+    ),
+}  # fmt: skip
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a benchmark's child process: one thread, headless MuJoCo."""
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MUJOCO_GL="egl")
+
+
+def ensure_sb3() -> None:
+    """pip install stable-baselines3 into this environment if it is not importable (torch untouched)."""
+    if importlib.util.find_spec("stable_baselines3") is None:
+        print(f"installing stable-baselines3=={SB3_VERSION} ...", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", f"stable-baselines3=={SB3_VERSION}"], check=True
+        )
+
+
+def spread(values: list[float], fmt: str = ",.0f") -> str:
+    """``median (min-max)`` of ``values``; ``-`` when there are none."""
+    if not values:
+        return "-"
+    low, high = min(values), max(values)
+    dash = " to " if low < 0 else "-"  # -1,474 to -1,350, not -1,474--1,350
+    return f"{statistics.median(values):{fmt}} ({low:{fmt}}{dash}{high:{fmt}})"
