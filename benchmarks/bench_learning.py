@@ -40,8 +40,10 @@ figures; it asserts nothing.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
+import signal
 import statistics
 import subprocess
 import sys
@@ -61,6 +63,59 @@ OFF_POLICY_SAVE_FREQ = (
     5  # off-policy checkpoints hold the replay buffer (~170 MB at 1M steps): every 5 epochs
 )
 _print_lock = threading.Lock()
+
+
+def _stop_with_parent() -> None:
+    """In a run's process between fork and exec: SIGTERM when the benchmark dies (even by SIGKILL), so
+    the run checkpoints after its epoch and ends rather than train on unattended."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class Children:
+    """The runs in training, each in its own session (a Ctrl-C reaches it once, from here): a stop
+    signal (SIGINT, SIGTERM, SIGHUP) is passed on to each, which then checkpoints after its current
+    epoch and ends; this process waits for them and starts no more. If this process dies, its runs
+    get SIGTERM from the kernel."""
+
+    def __init__(self) -> None:
+        self.procs: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self.stop)
+
+    def stop(self, signum: int, _frame: object) -> None:
+        with self.lock:
+            self.stopping = True
+            for proc in self.procs:
+                proc.send_signal(signum)
+
+    def run(self, cmd: list[str], out: Any) -> int:
+        """Run ``cmd`` to its end (output to ``out``); its exit status (-1: not started, stopping)."""
+        with self.lock:
+            if self.stopping:
+                return -1
+            proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=child_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_stop_with_parent if sys.platform == "linux" else None,
+            )
+            self.procs.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+
+
+_CHILDREN = Children()
 
 
 def say(text: str) -> None:
@@ -102,11 +157,17 @@ def run_rlexp(
         check_reusable(result_file, result.get("settings"), settings)
         return result
     say(f"  {name}: {'continuing' if run_dir.exists() else 'training'} ({' '.join(overrides)})")
-    cmd = [sys.executable, "-m", "rlexp", *overrides, "logger.console=quiet", f"hydra.run.dir={run_dir}"]
-    # The same job again continues an unfinished run from its last checkpoint.
-    proc = subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_learning: {name} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    cmd = [sys.executable, "-m", "rlexp", *overrides, "logger.console=line", f"hydra.run.dir={run_dir}"]
+    # The same job again continues an unfinished run from its last checkpoint. Its output goes to a
+    # file, not a pipe: a run outlives this process when a stop signal reaches both (it checkpoints first).
+    log = args.out / f"{name}.log"
+    with open(log, "a") as out:
+        returncode = _CHILDREN.run(cmd, out)
+    if returncode != 0:
+        last = (log.read_text().strip().splitlines() or ["?"])[-1]
+        if _CHILDREN.stopping:
+            raise SystemExit(f"bench_learning: stopped; run the same command again to continue ({last})")
+        raise SystemExit(f"bench_learning: {name} failed: {last} (all of its output: {log})")
     result = {
         "algo": algo,
         "kind": kind,
@@ -346,6 +407,7 @@ def main() -> None:
     if variant:
         kinds.append(variant)
     args.out.mkdir(parents=True, exist_ok=True)
+    _CHILDREN.install()
     tasks = [(kind, env_id, seed) for env_id in args.envs for kind in kinds for seed in args.seeds]
 
     def one(task: tuple[str, str, int]) -> dict[str, Any]:

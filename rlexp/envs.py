@@ -414,11 +414,18 @@ class ActionAdapter:
             return int(action) + self.start
         return np.clip(action, self.low, self.high)
 
+    def batch(self, actions: np.ndarray) -> np.ndarray:
+        """:meth:`__call__` of each row of ``actions`` (one per env), as one array."""
+        if self.discrete:
+            return actions.astype(np.int64) + self.start
+        return np.clip(actions, self.low, self.high)
+
 
 class ActionScaler:
     """Maps actions in [-1, 1]^n (what off-policy policies output) to a Box's real bounds and back.
 
-    Works for asymmetric and per-dimension bounds (Spinning Up used ``high[0]`` for every dimension).
+    Works for asymmetric and per-dimension bounds (Spinning Up used ``high[0]`` for every dimension),
+    on one action or on a batch of them (one row per env): the arithmetic is elementwise.
     """
 
     def __init__(self, act_space: spaces.Box) -> None:
@@ -468,7 +475,7 @@ class RecordedEpisode(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, ...]:
-        self.actions.append(action)
+        self.actions.append(np.array(action))  # a copy: the caller may reuse its array
         return self.env.step(action)
 
     def episode_state(self) -> dict[str, Any]:
@@ -496,9 +503,93 @@ class RecordedEpisode(gym.Wrapper):
         return obs, ret
 
 
+class SyncEnvs:
+    """A rank's envs stepped one after the other in this process (``env.vector=sync``).
+
+    What gymnasium's SyncVectorEnv does with autoreset disabled, and nothing more: it calls each env's
+    ``step`` and ``reset`` and stacks their observations, rewards and flags into arrays (the
+    observation space's dtype, float64 rewards, bool flags, as SyncVectorEnv's). It skips what rlexp
+    never reads (the per-step merging of the envs' ``info`` dicts and the batched-space machinery),
+    which cost more than a fast env's own step (issue 33).
+
+    :param fns: one function per env that makes it.
+    """
+
+    def __init__(self, fns: list[Any]) -> None:
+        self.envs: list[gym.Env] = [fn() for fn in fns]
+        self.num_envs = len(self.envs)
+        self.single_observation_space: spaces.Space = self.envs[0].observation_space
+        self.single_action_space: spaces.Space = self.envs[0].action_space
+        for env in self.envs[1:]:
+            assert env.observation_space == self.single_observation_space, "envs with different spaces"
+            assert env.action_space == self.single_action_space, "envs with different spaces"
+        space = self.single_observation_space
+        self._obs_shape, self._obs_dtype = (self.num_envs, *space.shape), space.dtype
+
+    def reset(self, seeds: list[int | None], mask: np.ndarray | None = None) -> np.ndarray:
+        """Reset every env with its seed, or (``mask``) only those where it is true; their first
+        observations, one row per env (the others' rows are undefined)."""
+        obs = np.empty(self._obs_shape, self._obs_dtype)
+        for i, (env, seed) in enumerate(zip(self.envs, seeds, strict=True)):
+            if mask is None or mask[i]:
+                obs[i] = env.reset(seed=seed)[0]
+        return obs
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One step of every env: observations, rewards, terminated and truncated flags, one row per env."""
+        n = self.num_envs
+        obs = np.empty(self._obs_shape, self._obs_dtype)
+        rew, terminated, truncated = np.empty(n), np.empty(n, np.bool_), np.empty(n, np.bool_)
+        for i, env in enumerate(self.envs):
+            obs[i], rew[i], terminated[i], truncated[i], _ = env.step(actions[i])
+        return obs, rew, terminated, truncated
+
+    def call(self, name: str) -> list[Any]:
+        """Each env's method ``name`` called (on the outermost wrapper, :class:`RecordedEpisode`)."""
+        return [getattr(env, name)() for env in self.envs]
+
+    def set_attr(self, name: str, values: list[Any]) -> None:
+        for env, value in zip(self.envs, values, strict=True):
+            setattr(env, name, value)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class AsyncEnvs:
+    """A rank's envs each in its own process (``env.vector=async``): gymnasium's AsyncVectorEnv with
+    autoreset disabled, behind :class:`SyncEnvs`'s methods. The processes start with ``forkserver``:
+    a fresh interpreter, never a fork of an MPI rank."""
+
+    def __init__(self, fns: list[Any]) -> None:
+        mode = gym.vector.AutoresetMode.DISABLED
+        self.vec = gym.vector.AsyncVectorEnv(fns, context="forkserver", autoreset_mode=mode)
+        self.num_envs = self.vec.num_envs
+        self.single_observation_space: spaces.Space = self.vec.single_observation_space
+        self.single_action_space: spaces.Space = self.vec.single_action_space
+
+    def reset(self, seeds: list[int | None], mask: np.ndarray | None = None) -> np.ndarray:
+        if mask is None:
+            return self.vec.reset(seed=seeds)[0]
+        return self.vec.reset(options={"reset_mask": np.asarray(mask, np.bool_)})[0]
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.vec.step(actions)[:4]
+
+    def call(self, name: str) -> list[Any]:
+        return list(self.vec.call(name))
+
+    def set_attr(self, name: str, values: list[Any]) -> None:
+        self.vec.set_attr(name, values)
+
+    def close(self) -> None:
+        self.vec.close()
+
+
 class VectorEpisodes:
-    """This rank's ``env.num_envs`` training envs: a gymnasium vector env (``env.vector``: sync, in this
-    process, or async, one process per env) and the return and length of each env's running episode.
+    """This rank's ``env.num_envs`` training envs (``env.vector``: :class:`SyncEnvs` in this process, or
+    :class:`AsyncEnvs`, one process per env) and the return and length of each env's running episode.
 
     gymnasium 1.x's vector envs reset an env that ended on the *next* ``step()`` call, which ignores
     that call's action for it (and reports a reward of 0). This one runs with autoreset disabled and
@@ -510,30 +601,35 @@ class VectorEpisodes:
     Exact resume: :meth:`state_dict` holds each env's episode (:class:`RecordedEpisode`) and the
     generators of the action samplers; :meth:`load_state_dict` replays them in their envs.
 
-    :param envs: the vector env, autoreset disabled, each env wrapped last in :class:`RecordedEpisode`.
+    :param envs: the envs (:class:`SyncEnvs` or :class:`AsyncEnvs`), each wrapped last in
+        :class:`RecordedEpisode`.
     :param action_space_seeds: one seed per env for its action sampler (:meth:`sample_actions`).
     :param env_id: the envs' id, for messages.
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, action_space_seeds: list[int], env_id: str) -> None:
+    def __init__(self, envs: SyncEnvs | AsyncEnvs, action_space_seeds: list[int], env_id: str) -> None:
         self.envs, self.num_envs, self.env_id = envs, envs.num_envs, env_id
         self.observation_space: spaces.Space = envs.single_observation_space
         self.action_space: spaces.Space = envs.single_action_space
         self.samplers = [copy.deepcopy(self.action_space) for _ in range(self.num_envs)]
         for sampler, seed in zip(self.samplers, action_space_seeds, strict=True):
             sampler.seed(seed)
+        box = self.action_space
+        uniform = isinstance(box, spaces.Box) and box.dtype.kind == "f" and box.is_bounded("both")
+        #: (low, high, dtype) of a bounded float Box action space: sampled directly (sample_actions)
+        self._uniform = (box.low, box.high, box.dtype) if uniform else None
         self.ret = np.zeros(self.num_envs)  # each env's return of its running episode
         self.length = np.zeros(self.num_envs, np.int64)  # and its steps so far
 
     def reset(self, seeds: list[int]) -> np.ndarray:
         """Reset every env with its seed; return the first observations (one row per env)."""
         self.ret[:], self.length[:] = 0.0, 0
-        return self.envs.reset(seed=seeds)[0]
+        return self.envs.reset(seeds)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One step of every env (``actions``: one row per env, as the env takes them); return the
         observations, rewards, terminated and truncated flags, one row per env."""
-        obs, rew, terminated, truncated, _ = self.envs.step(actions)
+        obs, rew, terminated, truncated = self.envs.step(actions)
         self.ret += rew
         self.length += 1
         return obs, rew, terminated, truncated
@@ -543,14 +639,20 @@ class VectorEpisodes:
         observations (their ``ret`` and ``length`` restart at 0)."""
         if not ended.any():
             return obs
-        first = self.envs.reset(options={"reset_mask": np.asarray(ended, np.bool_)})[0]
+        first = self.envs.reset([None] * self.num_envs, mask=ended)
         obs = obs.copy()
         obs[ended] = first[ended]
         self.ret[ended], self.length[ended] = 0.0, 0
         return obs
 
     def sample_actions(self) -> np.ndarray:
-        """One uniformly random action per env (the off-policy loop's warm-up), each env's from its sampler."""
+        """One uniformly random action per env (the off-policy loop's warm-up), each env's from its sampler.
+
+        For a bounded float Box, the draw that ``Box.sample`` makes (the same numbers from the same
+        generator) without its per-call bookkeeping of unbounded dimensions."""
+        if self._uniform is not None:
+            low, high, dtype = self._uniform
+            return np.stack([s.np_random.uniform(low, high, low.shape) for s in self.samplers]).astype(dtype)
         return np.stack([sampler.sample() for sampler in self.samplers])
 
     def state_dict(self, obs: np.ndarray) -> dict[str, Any]:
@@ -607,9 +709,5 @@ def make_vector_env(cfg: EnvConfig, action_space_seeds: list[int], allow_env_imp
     MPI rank.
     """
     fns = [functools.partial(_recorded_env, cfg, allow_env_import) for _ in range(cfg.num_envs)]
-    mode = gym.vector.AutoresetMode.DISABLED
-    if cfg.vector == "async":
-        envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, context="forkserver", autoreset_mode=mode)
-    else:
-        envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    envs = AsyncEnvs(fns) if cfg.vector == "async" else SyncEnvs(fns)
     return VectorEpisodes(envs, action_space_seeds, cfg.id)

@@ -30,6 +30,18 @@ def bench(tmp: Path, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=ROOT, env=env, text=True, **kwargs)
 
 
+def pids_with(text: str) -> list[int]:
+    """The processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_a_benchmark_killed_mid_run_and_started_again_gives_the_uninterrupted_figures(tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert bench(whole, stdout=subprocess.DEVNULL).wait(timeout=300) == 0
@@ -40,7 +52,12 @@ def test_a_benchmark_killed_mid_run_and_started_again_gives_the_uninterrupted_fi
     while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
     assert proc.poll() is None, "the benchmark ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)  # the benchmark and its training process, mid-epoch
+    # the whole benchmark at once, mid-epoch: its process and the training process (its own session)
+    training = [pid for pid in pids_with(str(cut / "out")) if pid != proc.pid]
+    assert training, "no training process found"
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in training:
+        os.kill(pid, signal.SIGKILL)
     proc.wait()
     assert not (cut / "results" / f"{NAME}.json").exists()
     progress = pd.read_table(cut / "out" / NAME / "progress.txt")

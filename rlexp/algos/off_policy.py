@@ -157,19 +157,21 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         for _ in range(env_steps):
             with timer.phase("act"):
                 if t < start_steps:
-                    a = np.stack([scaler.normalize(x) for x in envs.sample_actions()])
+                    a = scaler.normalize(envs.sample_actions())
                 else:
                     a = np.stack([learner.explore(o[i]) for i in range(n)])
             with timer.phase("env"):
-                o2, r, terminated, truncated = envs.step(np.stack([scaler.to_env(x) for x in a]))
+                o2, r, terminated, truncated = envs.step(scaler.to_env(a))
             ended = terminated | truncated
             norm.reward(r, ended)  # the running returns' statistics; raw rewards are stored
             for i in range(n):
                 replay.store(raw[i], a[i], r[i], o2[i], terminated[i])
-            for i in np.flatnonzero(ended):
-                logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
-            with timer.phase("env"):
-                raw = envs.reset_ended(ended, o2)
+            raw = o2
+            if ended.any():
+                for i in np.flatnonzero(ended):
+                    logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
+                with timer.phase("env"):
+                    raw = envs.reset_ended(ended, o2)
             o = norm.obs(raw)
             t, before = t + n, t
             # update_every gradient steps each time t passes a multiple of update_every

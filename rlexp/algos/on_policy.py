@@ -129,6 +129,10 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         num_envs=n,
     )
     norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
+    # this step's actions, values and log-probabilities, one row per env (filled in place), and the
+    # epoch's values in the order they were taken (logged as VVals)
+    a, v, logp = np.zeros((n, *act_shape), act_dtype), np.zeros(n), np.zeros(n)
+    vvals = np.zeros(env_steps * n)
 
     book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds)
     state = book.loop_state
@@ -143,24 +147,26 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         learner.start_epoch(epoch)
         for t in range(env_steps):
             with timer.phase("act"):  # each env's observation in turn, from the one acting generator
-                a, v, logp = zip(*(learner.step(o[i]) for i in range(n)), strict=True)
-                a, v, logp = np.stack(a), np.asarray(v), np.asarray(logp)
+                for i in range(n):
+                    a[i], v[i], logp[i] = learner.step(o[i])
             with timer.phase("env"):
-                raw, r, terminated, truncated = envs.step(np.stack([to_env(x) for x in a]))
+                raw, r, terminated, truncated = envs.step(to_env.batch(a))
             ended = terminated | truncated
             buf.store(o, a, norm.reward(r, ended), v, logp)
-            logger.store(VVals=v)
-            for i in np.flatnonzero(ended):
-                with timer.phase("update"):
-                    buf.finish_path(0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i])), i)
-                logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
-            with timer.phase("env"):
-                raw = envs.reset_ended(ended, raw)
+            vvals[t * n : (t + 1) * n] = v
+            if ended.any():
+                for i in np.flatnonzero(ended):
+                    with timer.phase("update"):
+                        buf.finish_path(0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i])), i)
+                    logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
+                with timer.phase("env"):
+                    raw = envs.reset_ended(ended, raw)
             o = norm.obs(raw)  # the next observations (a new episode's first after an end)
             if t == env_steps - 1:  # the epoch ends: cut the running paths
                 with timer.phase("update"):
                     for i in np.flatnonzero(~ended):
                         buf.finish_path(learner.value(o[i]), i)
+        logger.store(VVals=vvals.copy())
         with timer.phase("update"):
             logger.store(**learner.update(buf.get()))
         book.evaluation.test(epoch + 1)
