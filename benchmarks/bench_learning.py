@@ -156,10 +156,14 @@ def run_rlexp(
         result = json.loads(result_file.read_text())
         check_reusable(result_file, result.get("settings"), settings)
         return result
-    say(f"  {name}: {'continuing' if run_dir.exists() else 'training'} ({' '.join(overrides)})")
-    cmd = [sys.executable, "-m", "rlexp", *overrides, "logger.console=line", f"hydra.run.dir={run_dir}"]
-    # The same job again continues an unfinished run from its last checkpoint. Its output goes to a
-    # file, not a pipe: a run outlives this process when a stop signal reaches both (it checkpoints first).
+    if (run_dir / "config.yaml").is_file():  # an unfinished run: continue it if it trains what it should
+        check_reusable(run_dir, recorded_settings(run_dir), settings)
+        say(f"  {name}: continuing")
+        cmd = [sys.executable, "-m", "rlexp", f"resume={run_dir}", "logger.console=line"]
+    else:
+        say(f"  {name}: training ({' '.join(overrides)})")
+        cmd = [sys.executable, "-m", "rlexp", *overrides, "logger.console=line", f"hydra.run.dir={run_dir}"]
+    # Its output goes to a file, not a pipe: a run outlives this process by the epoch it finishes.
     log = args.out / f"{name}.log"
     with open(log, "a") as out:
         returncode = _CHILDREN.run(cmd, out)
@@ -224,9 +228,17 @@ def training_settings(overrides: list[str]) -> dict[str, Any]:
     return {key: config[key] for key in ("algo", "env", "network", "seed")}
 
 
+def recorded_settings(run_dir: Path) -> dict[str, Any]:
+    """:func:`training_settings` of a run that exists, from its config.yaml."""
+    from rlexp.config import load_run_config, to_container
+
+    config = to_container(load_run_config(run_dir))
+    return {key: config[key] for key in ("algo", "env", "network", "seed")}
+
+
 def check_reusable(path: Path, stored: dict[str, Any] | None, settings: dict[str, Any]) -> None:
-    """Stop (one line) when the finished run of ``path`` was trained with other settings than the
-    preset gives now (a changed preset would otherwise be reported with stale figures)."""
+    """Stop (one line) when the run of ``path`` (a result file or a run directory) was trained with other
+    settings than the preset gives now (a changed preset would otherwise be reported with stale figures)."""
     if stored is None:
         raise SystemExit(f"bench_learning: {path} records no settings; move it away to train again")
     for section in settings:
@@ -413,7 +425,11 @@ def main() -> None:
     def one(task: tuple[str, str, int]) -> dict[str, Any]:
         kind, env_id, seed = task
         extra = args.variant[1:] if kind == variant else []
-        r = run_rlexp(args.algo, kind, env_id, seed, args, extra)
+        try:
+            r = run_rlexp(args.algo, kind, env_id, seed, args, extra)
+        except BaseException:
+            _CHILDREN.stopping = True  # start no other run
+            raise
         say(
             f"  {args.algo}-{kind:10s} {env_id:15s} seed {seed}: test {r['test'] or float('nan'):8.1f}  "
             f"det10 {r['det10']:8.1f}  last100 {r['last100']:8.1f}  {r['sps']:6.0f} SPS"
