@@ -418,7 +418,7 @@ class ActionAdapter:
         """:meth:`__call__` of each row of ``actions`` (one per env), as one array."""
         if self.discrete:
             return actions.astype(np.int64) + self.start
-        return np.clip(actions, self.low, self.high)
+        return np.minimum(np.maximum(actions, self.low), self.high)  # np.clip's numbers, at half its cost
 
 
 class ActionScaler:
@@ -432,12 +432,21 @@ class ActionScaler:
         low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
         self.center, self.half = (high + low) / 2, (high - low) / 2
         self.dtype = act_space.dtype
+        # bounds of [-1, 1]: both maps are the identity (0 + 1 * a and (a - 0) / 1 are a, exactly)
+        self.identity = bool(np.all(self.center == 0.0) and np.all(self.half == 1.0))
 
     def to_env(self, a: np.ndarray) -> np.ndarray:
-        return (self.center + self.half * np.clip(a, -1.0, 1.0)).astype(self.dtype)
+        clipped = np.minimum(np.maximum(a, -1.0), 1.0)  # np.clip(a, -1, 1)'s numbers, at half its cost
+        return (
+            clipped.astype(self.dtype)
+            if self.identity
+            else (self.center + self.half * clipped).astype(self.dtype)
+        )
 
     def normalize(self, a: np.ndarray) -> np.ndarray:
-        return ((a - self.center) / self.half).astype(np.float32)
+        return (
+            np.asarray(a, np.float32) if self.identity else ((a - self.center) / self.half).astype(np.float32)
+        )
 
 
 def rng_state(env: gym.Env) -> dict[str, Any]:
@@ -466,17 +475,24 @@ class RecordedEpisode(gym.Wrapper):
         super().__init__(env)
         self.start: dict[str, Any] = {}
         self.actions: list[Any] = []
+        self.ret = 0.0  #: the running episode's return so far
         #: the episode to rebuild at the next :meth:`replay` (set through the vector env's set_attr)
         self.replay_state: dict[str, Any] | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self.start = {"seed": seed} if seed is not None else {"rng": rng_state(self.env)}
-        self.actions = []
+        self.actions, self.ret = [], 0.0
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, ...]:
         self.actions.append(np.array(action))  # a copy: the caller may reuse its array
-        return self.env.step(action)
+        result = self.env.step(action)
+        self.ret += float(result[1])
+        return result
+
+    def episode_stats(self) -> tuple[float, int]:
+        """The running episode's return and length so far."""
+        return self.ret, len(self.actions)
 
     def episode_state(self) -> dict[str, Any]:
         """The running episode: how it was reset (``start``) and its actions since."""
@@ -496,11 +512,9 @@ class RecordedEpisode(gym.Wrapper):
             set_rng_state(self.env, start["rng"])
             obs = self.reset()[0]
         discrete = isinstance(self.env.action_space, spaces.Discrete)
-        ret = 0.0
         for a in np.asarray(state["actions"]):
-            obs, r = self.step(int(a) if discrete else a)[:2]
-            ret += float(r)
-        return obs, ret
+            obs = self.step(int(a) if discrete else a)[0]
+        return obs, self.ret
 
 
 class SyncEnvs:
@@ -535,14 +549,18 @@ class SyncEnvs:
                 obs[i] = env.reset(seed=seed)[0]
         return obs
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """One step of every env: observations, rewards, terminated and truncated flags, one row per env."""
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+        """One step of every env: observations, rewards, terminated and truncated flags, one row per env,
+        and whether any episode ended."""
         n = self.num_envs
         obs = np.empty(self._obs_shape, self._obs_dtype)
         rew, terminated, truncated = np.empty(n), np.empty(n, np.bool_), np.empty(n, np.bool_)
+        ended = False
         for i, env in enumerate(self.envs):
-            obs[i], rew[i], terminated[i], truncated[i], _ = env.step(actions[i])
-        return obs, rew, terminated, truncated
+            obs[i], rew[i], te, tr, _ = env.step(actions[i])
+            terminated[i], truncated[i] = te, tr
+            ended = ended or te or tr
+        return obs, rew, terminated, truncated, bool(ended)
 
     def call(self, name: str) -> list[Any]:
         """Each env's method ``name`` called (on the outermost wrapper, :class:`RecordedEpisode`)."""
@@ -574,8 +592,9 @@ class AsyncEnvs:
             return self.vec.reset(seed=seeds)[0]
         return self.vec.reset(options={"reset_mask": np.asarray(mask, np.bool_)})[0]
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return self.vec.step(actions)[:4]
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+        obs, rew, terminated, truncated, _ = self.vec.step(actions)
+        return obs, rew, terminated, truncated, bool(terminated.any() or truncated.any())
 
     def call(self, name: str) -> list[Any]:
         return list(self.vec.call(name))
@@ -616,43 +635,47 @@ class VectorEpisodes:
             sampler.seed(seed)
         box = self.action_space
         uniform = isinstance(box, spaces.Box) and box.dtype.kind == "f" and box.is_bounded("both")
-        #: (low, high, dtype) of a bounded float Box action space: sampled directly (sample_actions)
-        self._uniform = (box.low, box.high, box.dtype) if uniform else None
-        self.ret = np.zeros(self.num_envs)  # each env's return of its running episode
-        self.length = np.zeros(self.num_envs, np.int64)  # and its steps so far
+        #: (low, high - low, dtype) of a bounded float Box action space, in float64: sampled directly
+        low = box.low.astype(np.float64) if uniform else None
+        self._uniform = (low, box.high.astype(np.float64) - low, box.dtype) if uniform else None
+        #: whether an episode ended in the last step (then :meth:`episodes` and :meth:`reset_ended`)
+        self.any_ended = False
 
     def reset(self, seeds: list[int]) -> np.ndarray:
         """Reset every env with its seed; return the first observations (one row per env)."""
-        self.ret[:], self.length[:] = 0.0, 0
         return self.envs.reset(seeds)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One step of every env (``actions``: one row per env, as the env takes them); return the
-        observations, rewards, terminated and truncated flags, one row per env."""
-        obs, rew, terminated, truncated = self.envs.step(actions)
-        self.ret += rew
-        self.length += 1
+        observations, rewards, terminated and truncated flags, one row per env (:attr:`any_ended`
+        says whether any flag is set)."""
+        obs, rew, terminated, truncated, self.any_ended = self.envs.step(actions)
         return obs, rew, terminated, truncated
+
+    def episodes(self) -> list[tuple[float, int]]:
+        """The return and length of each env's running episode (of an ended one: the whole episode,
+        until :meth:`reset_ended`)."""
+        return self.envs.call("episode_stats")
 
     def reset_ended(self, ended: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Reset the envs where ``ended``; return ``obs`` with their rows replaced by the new first
-        observations (their ``ret`` and ``length`` restart at 0)."""
+        observations (their episodes restart)."""
         if not ended.any():
             return obs
         first = self.envs.reset([None] * self.num_envs, mask=ended)
         obs = obs.copy()
         obs[ended] = first[ended]
-        self.ret[ended], self.length[ended] = 0.0, 0
         return obs
 
     def sample_actions(self) -> np.ndarray:
         """One uniformly random action per env (the off-policy loop's warm-up), each env's from its sampler.
 
-        For a bounded float Box, the draw that ``Box.sample`` makes (the same numbers from the same
-        generator) without its per-call bookkeeping of unbounded dimensions."""
+        For a bounded float Box, the numbers ``Box.sample`` draws (``Generator.uniform``: ``low + (high -
+        low) * random()`` in float64, from the same generator) without its per-call bookkeeping of
+        unbounded dimensions."""
         if self._uniform is not None:
-            low, high, dtype = self._uniform
-            return np.stack([s.np_random.uniform(low, high, low.shape) for s in self.samplers]).astype(dtype)
+            low, span, dtype = self._uniform
+            return np.stack([low + span * s.np_random.random(low.shape) for s in self.samplers]).astype(dtype)
         return np.stack([sampler.sample() for sampler in self.samplers])
 
     def state_dict(self, obs: np.ndarray) -> dict[str, Any]:
@@ -664,7 +687,7 @@ class VectorEpisodes:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> np.ndarray:
-        """Replay every env's recorded episode (``ret`` and ``length`` too); return their current observations.
+        """Replay every env's recorded episode (its return too); return their current observations.
 
         RLExpError if an observation differs from the recorded one. Also reads the one-env state of
         checkpoints written before vector envs (one episode, not a list).
@@ -679,8 +702,6 @@ class VectorEpisodes:
         self.envs.set_attr("replay_state", list(episodes))
         replayed = self.envs.call("replay")
         obs = np.stack([np.asarray(o) for o, _ in replayed])
-        self.ret[:] = [r for _, r in replayed]
-        self.length[:] = [len(np.asarray(e["actions"])) for e in episodes]
         if not np.array_equal(obs, np.asarray(state["obs"])):
             raise RLExpError(
                 f"env {self.env_id} did not replay its episode identically, "

@@ -167,9 +167,10 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
             for i in range(n):
                 replay.store(raw[i], a[i], r[i], o2[i], terminated[i])
             raw = o2
-            if ended.any():
+            if envs.any_ended:
+                episodes = envs.episodes()
                 for i in np.flatnonzero(ended):
-                    logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
+                    logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
                 with timer.phase("env"):
                     raw = envs.reset_ended(ended, o2)
             o = norm.obs(raw)

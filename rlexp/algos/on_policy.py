@@ -154,11 +154,12 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
             ended = terminated | truncated
             buf.store(o, a, norm.reward(r, ended), v, logp)
             vvals[t * n : (t + 1) * n] = v
-            if ended.any():
+            if envs.any_ended:
+                episodes = envs.episodes()
                 for i in np.flatnonzero(ended):
                     with timer.phase("update"):
                         buf.finish_path(0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i])), i)
-                    logger.store(EpRet=envs.ret[i], EpLen=envs.length[i])
+                    logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
                 with timer.phase("env"):
                     raw = envs.reset_ended(ended, raw)
             o = norm.obs(raw)  # the next observations (a new episode's first after an end)
