@@ -31,7 +31,7 @@ from pathlib import Path
 
 from common import ROOT, child_env
 
-TIMING = ("Time", "SPS", "FracEnv", "FracAct", "FracUpdate", "FracComm")
+STEPS = 20_000  # env steps timed per measurement
 CASES = (  # (family, num_envs, vector)
     ("ppo", 1, "sync"),
     ("ppo", 8, "sync"),
@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--env", default="HalfCheetah-v4")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cases", nargs="+", help="e.g. ppo-1-sync sac-8-async (default: all)")
-    parser.add_argument("--steps", type=int, default=20_000, help="env steps timed per measurement")
+    parser.add_argument("--steps", type=int, default=STEPS, help="env steps timed per measurement")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -142,18 +142,22 @@ def main() -> None:
     print(f"env path per env step on {args.env}, 1 thread, median of {args.reps}")
     cases = [tuple(c.split("-")) for c in args.cases] if args.cases else CASES
     for family, n, vector in ((f, int(n), v) for f, n, v in cases):
-        case = (args.env, family, n, vector, args.steps)
-        ours, raw = [], []
-        for _ in range(args.reps):
-            ours.append(child("rlexp", *case))
-            raw.append(child("raw", *case))
-        a, b = statistics.median(ours), statistics.median(raw)
-        label = f"{family} {n} env{'s' if n > 1 else ''}{f' {vector}' if n > 1 else ''}"
-        print(
-            f"env-path {label:16s} rlexp {a:5.0f} us  raw {b:5.0f} us  {a / b:.2f}x"
-            f"  (rlexp {min(ours):.0f}-{max(ours):.0f}, raw {min(raw):.0f}-{max(raw):.0f})",
-            flush=True,
-        )
+        print(measure(args.env, family, n, vector, args.steps, args.reps), flush=True)
+
+
+def measure(env_id: str, family: str, n: int, vector: str, steps: int, reps: int) -> str:
+    """One case, ``reps`` times, rlexp and raw alternating: its summary line (median, ratio, ranges)."""
+    case = (env_id, family, n, vector, steps)
+    ours, raw = [], []
+    for _ in range(reps):
+        ours.append(child("rlexp", *case))
+        raw.append(child("raw", *case))
+    a, b = statistics.median(ours), statistics.median(raw)
+    label = f"{family} {n} env{'s' if n > 1 else ''}{f' {vector}' if n > 1 else ''}"
+    return (
+        f"env-path {label:16s} rlexp {a:5.0f} us  raw {b:5.0f} us  {a / b:.2f}x"
+        f"  (rlexp {min(ours):.0f}-{max(ours):.0f}, raw {min(raw):.0f}-{max(raw):.0f})"
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ TF thread; rlexp and SB3 alternate within each repetition so that both see the s
 Prints figures and ratios; asserts nothing.
 
     python benchmarks/bench_sb3.py [--algos td3 sac ppo] [--reps 3] [--no-backends] [--no-mpi]
-                                   [--no-contention]
+                                   [--no-envpath] [--no-contention]
+
+After the SB3 table come rlexp's env path per env step beside the raw env's step (one env, 8 sync, 8
+async; on- and off-policy: benchmarks/bench_envpath.py), whose summary lines join the SB3 ones.
 
 The last table is rlexp's default run (``python -m rlexp``: PPO on CartPole-v1) on an idle machine
 and beside one competing busy process, with the default ``backend.threads=1`` and with 2 threads
@@ -269,6 +272,11 @@ def main() -> None:
     parser.add_argument("--no-backends", action="store_true", help="skip rlexp's torch vs TF figures")
     parser.add_argument("--no-mpi", action="store_true", help="skip rlexp's PPO at 1/2/4 ranks")
     parser.add_argument(
+        "--no-envpath",
+        action="store_true",
+        help="skip the env path's cost beside the raw env (bench_envpath.py)",
+    )
+    parser.add_argument(
         "--no-contention", action="store_true", help="skip the default run beside a competing busy process"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -299,6 +307,16 @@ def main() -> None:
             f"{algo}  rlexp {statistics.median(ours):.0f} SPS  sb3 {statistics.median(theirs):.0f} SPS  "
             f"{statistics.median(ours) / statistics.median(theirs):.2f}x"
         )
+    if not args.no_envpath:
+        import bench_envpath
+
+        print(
+            f"\nenv path per env step on {ENV} beside the raw env (bench_envpath.py), median of {args.reps}"
+        )
+        for family, n, vector in bench_envpath.CASES:
+            line = bench_envpath.measure(ENV, family, n, vector, bench_envpath.STEPS, args.reps)
+            print(line, flush=True)
+            lines.append(line.split("  (")[0])
     print("\nsummary (median SPS, ratio of medians)")
     print("\n".join(lines), flush=True)
 

@@ -28,10 +28,81 @@ from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 
 
+class FusedAdam(torch.optim.Adam):
+    """torch.optim.Adam with its fused kernel (one pass over all tensors instead of a loop per tensor;
+    the same update rule, so TF's Adam still matches it), whose step calls that kernel directly.
+
+    torch's ``Adam.step`` spends about as long in Python (hooks, profiler records, grouping tensors by
+    device, argument checks) as the kernel itself takes on these networks (~100 us a step on a CPU).
+    Once every parameter has its state, :meth:`step` does what ``torch.optim.adam._fused_adam`` does
+    for one group on one device: count the step, then call ``torch._fused_adam_`` with the group's
+    values; the same kernel with the same arguments, so the same numbers and the same state_dict.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, eps: float) -> None:
+        super().__init__(list(params), lr=lr, eps=eps, fused=True)
+        self._tensors: tuple[list[torch.Tensor], ...] | None = None
+
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        if closure is not None or len(self.param_groups) != 1:
+            return super().step(closure)
+        group = self.param_groups[0]
+        params = group["params"]
+        # the gradients of the last step, unless zero_grad(set_to_none) or backward made new ones
+        if self._tensors is None or any(
+            g is not p.grad for g, p in zip(self._tensors[1], params, strict=True)
+        ):
+            if any(p.grad is None or not self.state.get(p) for p in params):
+                return super().step()  # the first step makes the state (and a missing grad: torch's rules)
+            states = [self.state[p] for p in params]
+            plain = not (group["amsgrad"] or group["maximize"] or group.get("decoupled_weight_decay"))
+            fast = (
+                plain
+                and group["weight_decay"] == 0
+                and all(isinstance(s["step"], torch.Tensor) for s in states)
+            )
+            same = len({(p.device, p.dtype) for p in params}) == 1 and params[0].device.type == "cpu"
+            if not (fast and same):
+                return super().step()
+            grads = [p.grad for p in params]
+            self._tensors = (
+                params,
+                grads,
+                [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states],
+                [s["step"] for s in states],
+            )
+        params, grads, exp_avgs, exp_avg_sqs, steps = self._tensors
+        beta1, beta2 = group["betas"]
+        with torch.no_grad():
+            torch._foreach_add_(steps, 1)
+            torch._fused_adam_(
+                params,
+                grads,
+                exp_avgs,
+                exp_avg_sqs,
+                [],
+                steps,
+                amsgrad=False,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=0.0,
+                eps=group["eps"],
+                maximize=False,
+                grad_scale=None,
+                found_inf=None,
+            )
+        return None
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._tensors = None  # the state tensors are new objects
+
+
 def adam(params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
-    """torch.optim.Adam with its fused kernel (one pass over all tensors instead of a loop per
-    tensor; the same update rule, so TF's Adam still matches it)."""
-    return torch.optim.Adam(list(params), lr=lr, eps=eps, fused=True)
+    """Adam for rlexp's learners: :class:`FusedAdam`."""
+    return FusedAdam(params, lr=lr, eps=eps)
 
 
 def flatten_(params: list[torch.nn.Parameter], grads: bool = True) -> torch.Tensor:
