@@ -51,7 +51,10 @@ def rlexp_us(env_id: str, family: str, num_envs: int, vector: str, steps: int) -
     common = [f"env={env_id}", f"env.num_envs={num_envs}", f"env.vector={vector}", f"algo.epochs={epochs}"]
     common += [f"algo.steps_per_epoch={epoch}", "logger.console=quiet", "backend.threads=1"]
     if family == "ppo":
-        algo = ["algo=ppo", "network.hidden_sizes=[]", "algo.train_pi_iters=1", "algo.train_v_iters=1"]
+        # a linear policy whose mean starts near 0 (orthogonal init, head gain 0.01): its actions are then
+        # about raw_actions' Gaussian (the physics' cost depends on them)
+        algo = ["algo=ppo", "network.hidden_sizes=[]", "algo.ortho_init=true", "algo.train_pi_iters=1"]
+        algo += ["algo.train_v_iters=1"]
     else:
         total = epochs * epoch
         algo = ["algo=sac", f"algo.start_steps={total}", f"algo.update_after={total}", "algo.test_every=0"]

@@ -83,8 +83,14 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        """Whether the run trained all its ``algo.epochs``."""
-        return self.epochs_done >= self.config.algo.epochs
+        """Whether the run is over: it trained all its ``algo.epochs``, or it ended early as finished
+        when its score reached ``algo.stop_at_return`` (its last checkpoint says so; nothing continues it)."""
+        from rlexp.checkpoint import finished_reason, latest_checkpoint
+
+        latest = latest_checkpoint(self.dir)
+        if latest is None:
+            return False
+        return latest[0] >= self.config.algo.epochs or finished_reason(latest[1]) is not None
 
     @property
     def score(self) -> float | None:

@@ -35,6 +35,9 @@ class GAEBuffer:
     :param normalize_adv: normalise the epoch's advantages (pooled over ranks) in ``get()``; False
         leaves them raw (PPO normalises per minibatch, or not at all: ``algo.adv_norm``).
     :param num_envs: envs stepped together (``env.num_envs``); :meth:`store` takes one row per env.
+    :param value_target: what ``ret`` (the value function's target) holds: ``rewards_to_go``, the
+        discounted return from each step (Spinning Up), or ``lambda_return``, the step's GAE advantage
+        plus its value at collection time (SB3 and CleanRL; computed before advantages are normalised).
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class GAEBuffer:
         obs_dtype: Any = np.float32,
         normalize_adv: bool = True,
         num_envs: int = 1,
+        value_target: str = "rewards_to_go",
     ) -> None:
         n = num_envs
         self.obs = np.zeros((size, n, *np.atleast_1d(obs_dim)), dtype=obs_dtype)
@@ -58,6 +62,7 @@ class GAEBuffer:
         self.adv = np.zeros((size, n), dtype=np.float32)
         self.ret = np.zeros((size, n), dtype=np.float32)
         self.gamma, self.lam, self.normalize_adv = gamma, lam, normalize_adv
+        self.lambda_return = value_target == "lambda_return"
         self.ptr, self.size, self.num_envs = 0, size, n
         self.path_start = np.zeros(n, np.int64)
 
@@ -69,13 +74,16 @@ class GAEBuffer:
         self.ptr += 1
 
     def finish_path(self, last_val: float = 0.0, env: int = 0) -> None:
-        """Compute advantages and rewards-to-go of ``env``'s path since its last call."""
+        """Compute advantages and value targets of ``env``'s path since its last call."""
         path = slice(int(self.path_start[env]), self.ptr)
         rews = np.append(self.rew[path, env], last_val)
         vals = np.append(self.val[path, env], last_val)
         deltas = rews[:-1] + self.gamma * vals[1:] - vals[:-1]
         self.adv[path, env] = discount_cumsum(deltas, self.gamma * self.lam)
-        self.ret[path, env] = discount_cumsum(rews, self.gamma)[:-1]
+        if self.lambda_return:
+            self.ret[path, env] = self.adv[path, env] + self.val[path, env]
+        else:
+            self.ret[path, env] = discount_cumsum(rews, self.gamma)[:-1]
         self.path_start[env] = self.ptr
 
     def get(self) -> dict[str, np.ndarray]:

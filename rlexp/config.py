@@ -193,6 +193,7 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
     _add_evaluation_keys(raw)
     _add_network_keys(raw)
+    _add_value_target_key(raw)
     _add_later_group_keys(raw)
     # A run from before a top-level key was added: take the key's value from conf/config.yaml (the
     # keys that are added later describe how a run is recorded or scored, not how it trains).
@@ -218,6 +219,14 @@ def _add_network_keys(raw: DictConfig) -> None:
     network = raw.get("network")
     if isinstance(network, DictConfig) and "encoder" not in network:
         network.encoder = "mlp"
+
+
+def _add_value_target_key(raw: DictConfig) -> None:
+    """An on-policy run from before ``algo.value_target`` trained its value function on the
+    rewards-to-go, in minibatch mode too (where null now means the lambda-return)."""
+    algo = raw.get("algo")
+    if isinstance(algo, DictConfig) and "lam" in algo and "value_target" not in algo:
+        algo.value_target = "rewards_to_go"
 
 
 def _add_later_group_keys(raw: DictConfig) -> None:

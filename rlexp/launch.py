@@ -68,6 +68,15 @@ def validate_experiment(cfg: RLExpConfig) -> None:
     from rlexp.nn import is_image_space
 
     algo = cfg.algo
+    envs = cfg.comm.procs * cfg.env.num_envs
+    if algo.steps_per_epoch % envs:
+        taken = algo.steps_per_epoch // envs * envs
+        print(
+            f"rlexp: warning: algo.steps_per_epoch={algo.steps_per_epoch} is not a multiple of comm.procs x "
+            f"env.num_envs = {envs}; each epoch takes {taken} env steps ({taken // envs} of each env)",
+            file=sys.stderr,
+            flush=True,
+        )
     if cfg.backend.name not in algo.BACKENDS:
         raise RLExpError(
             f"backend={cfg.backend.name} has no {algo.NAME} learner; "

@@ -188,6 +188,7 @@ def resume_config(cfg: RLExpConfig, overrides: list[str]) -> RLExpConfig:
     """The config to continue ``cfg.resume`` with: its own, plus the RESUMABLE_KEYS given now."""
     run_dir = Path(str(cfg.resume))
     stored = stored_config(run_dir)
+    epochs = OmegaConf.select(stored, "algo.epochs")
     current = OmegaConf.structured(cfg)
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
@@ -202,9 +203,17 @@ def resume_config(cfg: RLExpConfig, overrides: list[str]) -> RLExpConfig:
     stored.resume = str(run_dir)
     stored.allow_env_import = cfg.allow_env_import
     try:
-        return load_config(stored)
+        resumed = load_config(stored)
     except ConfigError as exc:
         raise ConfigError(f"{run_dir / CONFIG_FILE}: {exc}") from None
+    schedule = resumed.algo.epochs_schedule()
+    if schedule is not None and resumed.algo.epochs != epochs:
+        raise RLExpError(
+            f"resume={run_dir} algo.epochs={resumed.algo.epochs}: that run's schedule spans its own "
+            f"algo.epochs={epochs} ({schedule}), so its epochs so far differ from those of a run of "
+            f"{resumed.algo.epochs}; continue it with its {epochs} epochs, or start a new run"
+        )
+    return resumed
 
 
 def check_resumable(cfg: RLExpConfig, run_dir: Path) -> None:

@@ -225,6 +225,15 @@ class AlgoConfig:
                     f"algo.{key}={value} is out of range for {n}; a learning rate must be > 0",
                 )
 
+    def validate_epoch(self, procs: int, num_envs: int) -> None:
+        """Checks of the data one rank collects per epoch: ``steps_per_epoch // (procs x num_envs)``
+        steps of each of its ``num_envs`` envs (none here)."""
+
+    def epochs_schedule(self) -> str | None:
+        """The setting that ties this algorithm's schedule to ``algo.epochs`` (e.g. a learning rate
+        annealed over the run), so that ``resume=`` with other epochs cannot continue it exactly; None."""
+        return None
+
     def stats(self) -> tuple[Stat, ...]:
         """The learner's statistics logged after TotalEnvInteracts, in Spinning Up's order."""
         raise NotImplementedError
@@ -329,5 +338,6 @@ class RLExpConfig:
             f"algo.steps_per_epoch={self.algo.steps_per_epoch} is smaller than comm.procs x env.num_envs="
             f"{self.comm.procs * self.env.num_envs}; every env needs at least one step per epoch",
         )
+        self.algo.validate_epoch(self.comm.procs, self.env.num_envs)
         for part in (self.env, self.network, self.backend, self.score, self.logger):
             part.validate()

@@ -49,6 +49,39 @@ def test_gae_and_returns_match_brute_force(gamma, lam):
     assert abs(data["adv"].mean()) < 1e-5 and abs(data["adv"].std() - 1) < 1e-4
 
 
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (0.9, 0.0), (0.99, 1.0)])
+def test_the_lambda_return_is_the_advantage_plus_the_value(gamma, lam):
+    """algo.value_target=lambda_return (SB3's and CleanRL's value target): A_t + V(s_t) with the raw
+    GAE advantage, the TD target r_t + gamma V(s_t+1) at lambda 0, and at lambda 1 the rewards-to-go
+    (whose last term is the bootstrap value) that Spinning Up's target is."""
+    rng = np.random.default_rng(3)
+    size, cuts, last_vals = 20, [0, 8, 20], [0.0, 2.5]  # a terminated path, then a cut one
+    rews, vals = rng.normal(size=size), rng.normal(size=size)
+    bufs = {
+        t: GAEBuffer(3, (), np.int64, size, gamma, lam, value_target=t)
+        for t in ("lambda_return", "rewards_to_go")
+    }
+    for buf in bufs.values():
+        for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+            for t in range(a, b):
+                buf.store(np.zeros(3), 1, rews[t], vals[t], 0.0)
+            buf.finish_path(last_vals[i])
+    raw_adv = bufs["lambda_return"].adv[:, 0].copy()
+    lam_ret, rtg = (bufs[t].get()["ret"] for t in ("lambda_return", "rewards_to_go"))
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+        adv, spinup = brute_gae(rews[a:b], vals[a:b], last_vals[i], gamma, lam)
+        np.testing.assert_allclose(lam_ret[a:b], adv + vals[a:b], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(rtg[a:b], spinup, rtol=1e-4, atol=1e-4)  # unchanged by the key
+        if lam == 0.0:
+            nxt = np.append(vals[a + 1 : b], last_vals[i])
+            np.testing.assert_allclose(lam_ret[a:b], rews[a:b] + gamma * nxt, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(lam_ret, raw_adv + vals.astype(np.float32), rtol=1e-6)
+    if lam == 1.0:
+        np.testing.assert_allclose(lam_ret, rtg, rtol=1e-4, atol=1e-4)
+    else:
+        assert not np.allclose(lam_ret, rtg, atol=1e-3)
+
+
 def test_gae_of_several_envs_equals_one_buffer_per_env():
     """Each env's column is its own sequence of paths, cut at different steps; get() lays the envs out
     one after another, each exactly what a one-env buffer of its steps returns."""

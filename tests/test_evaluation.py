@@ -147,6 +147,10 @@ def test_stop_at_return_ends_the_run_as_finished_and_nothing_continues_it(tmp_pa
     )
     assert f"Finished early: {reason}" in res.stdout and f"early:       {reason}" in res.stdout
     assert read(latest_checkpoint(run_dir)[1])["loop"]["finished"] == reason
+    import rlexp
+
+    run = rlexp.load(run_dir)  # the API calls it finished too (a resume loop on run.finished ends)
+    assert run.finished and run.epochs_done == epochs < run.config.algo.epochs
     before = _snapshot(run_dir)
     for again in ((f"hydra.run.dir={run_dir}", *args), (f"resume={run_dir}", "algo.epochs=9")):
         res = run_cli(*again)

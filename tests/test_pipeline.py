@@ -126,6 +126,9 @@ def test_test_episodes_and_loaded_policies_use_the_frozen_statistics(tmp_path):
     )
     assert progress["AverageTestEpRet"].notna().all()
     saved = final_state(run_dir)["learner"]["extra"]["normalizer"]
+    # the 20 test episodes (4,000 steps) left the statistics alone: they hold the 800 training
+    # observations acted on and the first one (and the pseudo-count)
+    assert saved["obs"]["count"] == pytest.approx(1e-4 + 1 + 800)
     policy = rlexp.load(run_dir).policy()
     norm = policy._learner.normalizer
     np.testing.assert_array_equal(norm.obs_rms.mean, saved["obs"]["mean"])
@@ -222,6 +225,7 @@ def _weights(learner) -> dict:
     return {k: [p.detach().numpy() for p in m.parameters()] for k, m in learner.modules().items()}
 
 
+@pytest.mark.slow
 def test_minibatch_ppo_with_normalisation_learns_cartpole(tmp_path):
     """Modern PPO solves CartPole within 12k steps at seed 0 (Spinning Up's full-batch PPO is far
     from it at this budget)."""
@@ -247,12 +251,93 @@ def test_ppo_option_ranges_are_one_line(tmp_path):
     for override, fragment in [
         ("algo.adv_norm=minibatch", "algo.adv_norm=minibatch needs algo.num_minibatches > 0"),
         ("algo.adv_norm=batch", "algo.adv_norm='batch' is unknown; choose one of: epoch, minibatch, none"),
-        ("algo.num_minibatches=5000", "algo.num_minibatches=5000 is more than the 4000 steps"),
+        ("algo.num_minibatches=5000", "algo.num_minibatches=5000 is more than the 4000 rows"),
         ("algo.max_grad_norm=0", "algo.max_grad_norm=0.0 is out of range"),
         ("env.clip_obs=-1", "env.clip_obs=-1.0 is out of range"),
     ]:
         res = run_cli(override, f"hydra.run.dir={tmp_path / 'r'}")
         assert res.returncode == 2 and fragment in res.stderr, (override, res.stderr)
+
+
+def test_minibatches_are_checked_against_the_rows_a_rank_really_collects(tmp_path):
+    """steps_per_epoch=100 with 64 envs: each env takes 1 step, so a rank has 64 rows, not 100 (issue 32:
+    100 minibatches were accepted, 36 of them empty, and the loss was NaN)."""
+    args = (
+        "env=CartPole-v1",
+        "algo.steps_per_epoch=100",
+        "env.num_envs=64",
+        f"hydra.run.dir={tmp_path / 'r'}",
+    )
+    res = run_cli(*args, "algo.num_minibatches=100")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "rlexp: error: algo.num_minibatches=100 is more than the 64 rows each rank collects per epoch (1 steps "
+        "of each of its env.num_envs=64 envs: algo.steps_per_epoch=100 over comm.procs=1 x 64 envs); every "
+        "minibatch needs a row"
+    ]
+    assert not (tmp_path / "r").exists()
+
+
+def test_steps_per_epoch_rounded_down_to_whole_steps_of_every_env_is_said(tmp_path):
+    progress = train(
+        tmp_path / "r", "env=CartPole-v1", "algo.steps_per_epoch=100", "env.num_envs=3", "algo.epochs=1"
+    )
+    assert progress["TotalEnvInteracts"].tolist() == [99]
+    res = run_cli(f"hydra.run.dir={tmp_path / 's'}", "env=CartPole-v1", "algo.steps_per_epoch=100",
+                  "env.num_envs=3", "algo.epochs=1", "logger.console=quiet")  # fmt: skip
+    assert res.returncode == 0
+    assert (
+        "rlexp: warning: algo.steps_per_epoch=100 is not a multiple of comm.procs x env.num_envs = 3; each "
+        "epoch takes 99 env steps (33 of each env)"
+    ) in res.stderr.splitlines()
+
+
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_an_annealed_run_continues_with_its_own_epochs_only(tmp_path, backend):
+    """Its learning rates fall to 0 over its algo.epochs: resume= with other epochs is refused in one
+    line and changes nothing; with its own epochs it continues exactly (test_resume_with_normalisation_is_exact
+    resumes annealed runs on both backends)."""
+    run_dir = tmp_path / "run"
+    train(run_dir, "algo=ppo", f"backend={backend}", "env=Pendulum-v1", "algo.steps_per_epoch=200",
+          "algo.num_minibatches=2", "algo.update_epochs=1", "algo.anneal_lr=true", "algo.epochs=2")  # fmt: skip
+    before = {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    for epochs in (4, 1):
+        res = run_cli(f"resume={run_dir}", f"algo.epochs={epochs}")
+        assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.strip().splitlines() == [
+            f"rlexp: error: resume={run_dir} algo.epochs={epochs}: that run's schedule spans its own "
+            f"algo.epochs=2 (algo.anneal_lr=true), so its epochs so far differ from those of a run of {epochs}; "
+            "continue it with its 2 epochs, or start a new run"
+        ]
+        assert {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    res = run_cli(f"resume={run_dir}", "algo.epochs=2")  # its own: finished, nothing to do
+    assert res.returncode == 0 and "has finished its 2 epochs; nothing to do" in res.stdout
+    extended = tmp_path / "plain"  # without annealing, extending is the N then M = N + M promise
+    train(
+        extended,
+        "algo=ppo",
+        f"backend={backend}",
+        "env=Pendulum-v1",
+        "algo.steps_per_epoch=200",
+        "algo.epochs=1",
+    )
+    assert run_cli(f"resume={extended}", "algo.epochs=2").returncode == 0
+
+
+def test_value_targets_follow_the_mode_unless_set():
+    """null: the lambda-return in minibatch mode (SB3, CleanRL), Spinning Up's rewards-to-go in its
+    full-batch mode and for VPG and TRPO; the key wins; a bad value is one line."""
+    assert composed("algo=ppo").algo.value_targets == "rewards_to_go"
+    assert composed("algo=ppo", "algo.num_minibatches=4").algo.value_targets == "lambda_return"
+    assert composed("tuned=ppo", "env=Hopper-v4").algo.value_targets == "lambda_return"
+    assert composed("algo=vpg").algo.value_targets == "rewards_to_go"
+    assert composed("algo=trpo", "algo.value_target=lambda_return").algo.value_targets == "lambda_return"
+    explicit = composed("algo=ppo", "algo.num_minibatches=4", "algo.value_target=rewards_to_go")
+    assert explicit.algo.value_targets == "rewards_to_go"
+    res = run_cli("algo.value_target=td")
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "rlexp: error: algo.value_target='td' is unknown; choose one of: rewards_to_go, lambda_return or null"
+    ]
 
 
 # --- tuned presets -----------------------------------------------------------------------------
@@ -309,6 +394,13 @@ def test_runs_recorded_before_the_pipeline_keys_load_and_continue(tmp_path):
     loaded = load_run_config(run_dir)
     assert loaded.env.wrappers == [] and not loaded.env.normalize_obs
     assert loaded.algo.num_minibatches == 0 and loaded.algo.log_std_init == -0.5 and loaded.tuned.name is None
+    # a minibatch run from before algo.value_target trained V on the rewards-to-go: it goes on so
+    old = yaml.safe_load((run_dir / "config.yaml").read_text())
+    old["algo"]["num_minibatches"] = 4
+    del old["algo"]["value_target"]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.yaml").write_text(yaml.safe_dump(old))
+    assert load_run_config(tmp_path / "old").algo.value_targets == "rewards_to_go"
     res = run_cli(f"resume={run_dir}", "algo.epochs=2")
     assert res.returncode == 0, res.stderr[-2000:]
     assert len(pd.read_table(run_dir / "progress.txt")) == 2

@@ -44,6 +44,8 @@ from rlexp.schema import AlgoConfig, RLExpConfig, Stat
 from rlexp.seeding import RankSeeds
 from rlexp.stopping import StopRequest
 
+# algo.value_target: the value function's regression target
+VALUE_TARGETS = ("rewards_to_go", "lambda_return")
 # Spinning Up's statistics of every on-policy update (rlexp.algos.learner.on_policy_stats)
 ON_POLICY_STATS: tuple[Stat, ...] = (
     ("LossPi", False),
@@ -63,6 +65,7 @@ class OnPolicyConfig(AlgoConfig):
     ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Box, spaces.Discrete)
 
     lam: float = MISSING
+    value_target: str | None = MISSING
     vf_lr: float = MISSING
     train_v_iters: int = MISSING
     log_std_init: float = MISSING
@@ -72,6 +75,11 @@ class OnPolicyConfig(AlgoConfig):
     def validate(self, procs: int) -> None:
         super().validate(procs)
         check(0.0 <= self.lam <= 1.0, f"algo.lam={self.lam} is out of range; use 0 <= lam <= 1")
+        check(
+            self.value_target is None or self.value_target in VALUE_TARGETS,
+            f"algo.value_target={self.value_target!r} is unknown; choose one of: {', '.join(VALUE_TARGETS)} "
+            "or null",
+        )
         check(self.train_v_iters >= 0, f"algo.train_v_iters={self.train_v_iters} is out of range; use >= 0")
         check(
             math.isfinite(self.log_std_init),
@@ -81,6 +89,19 @@ class OnPolicyConfig(AlgoConfig):
             math.isfinite(self.adam_eps) and self.adam_eps > 0,
             f"algo.adam_eps={self.adam_eps} is out of range; use a number > 0",
         )
+
+    @property
+    def minibatched(self) -> bool:
+        """Whether updates run in shuffled minibatches (PPO's ``num_minibatches > 0``)."""
+        return False
+
+    @property
+    def value_targets(self) -> str:
+        """What the value function is trained on (``value_target``, null resolved): the lambda-return in
+        minibatch mode (as SB3 and CleanRL), else Spinning Up's rewards-to-go."""
+        if self.value_target is not None:
+            return self.value_target
+        return "lambda_return" if self.minibatched else "rewards_to_go"
 
     @property
     def epoch_adv_norm(self) -> bool:
@@ -127,6 +148,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         obs_dtype(obs_space),
         normalize_adv=algo.epoch_adv_norm,
         num_envs=n,
+        value_target=algo.value_targets,
     )
     norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
     # this step's actions, values and log-probabilities, one row per env (filled in place), and the

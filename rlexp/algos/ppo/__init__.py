@@ -39,7 +39,7 @@ class PPOConfig(OnPolicyConfig):
     adv_norm: str = MISSING
 
     @property
-    def minibatched(self) -> bool:
+    def minibatched(self) -> bool:  # type: ignore[override]
         """Whether updates run in shuffled minibatches (SB3/CleanRL) instead of Spinning Up's full batches."""
         return self.num_minibatches > 0
 
@@ -73,12 +73,20 @@ class PPOConfig(OnPolicyConfig):
             self.adv_norm != "minibatch" or self.minibatched,
             "algo.adv_norm=minibatch needs algo.num_minibatches > 0 (full-batch updates normalise per epoch)",
         )
-        local = self.steps_per_epoch // procs
+
+    def validate_epoch(self, procs: int, num_envs: int) -> None:
+        """Every minibatch needs a row: ``num_minibatches`` at most the rows a rank collects per epoch."""
+        steps = self.steps_per_epoch // (procs * num_envs)
+        rows = steps * num_envs
         check(
-            self.num_minibatches <= local,
-            f"algo.num_minibatches={self.num_minibatches} is more than the {local} steps each rank collects "
-            f"per epoch (algo.steps_per_epoch={self.steps_per_epoch} over comm.procs={procs})",
+            self.num_minibatches <= rows,
+            f"algo.num_minibatches={self.num_minibatches} is more than the {rows} rows each rank collects per "
+            f"epoch ({steps} steps of each of its env.num_envs={num_envs} envs: algo.steps_per_epoch="
+            f"{self.steps_per_epoch} over comm.procs={procs} x {num_envs} envs); every minibatch needs a row",
         )
+
+    def epochs_schedule(self) -> str | None:
+        return "algo.anneal_lr=true" if self.anneal_lr else None
 
     @property
     def epoch_adv_norm(self) -> bool:
