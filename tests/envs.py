@@ -44,6 +44,29 @@ class CrashOnRank1(gym.Env):
         return np.zeros(2, np.float32), 1.0, self.t >= 20, False, {}
 
 
+class CrashAfter(gym.Env):
+    """Crashes in step() after ``crash_after`` steps in all (0: never): a run that passes its checks
+    (one step) and fails while training."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, crash_after: int = 0) -> None:
+        self.crash_after, self.steps, self.t = crash_after, 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        self.steps += 1
+        if self.crash_after and self.steps > self.crash_after:
+            raise RuntimeError(f"deliberate crash after {self.crash_after} steps")
+        return np.zeros(2, np.float32), float(action), self.t >= 20, False, {}
+
+
 class UnboundedActions(MultiDiscreteActions):
     """A Box action space without finite bounds (fine for PPO, not for DDPG/TD3/SAC)."""
 
@@ -137,3 +160,4 @@ gym.register("RLExpTest/PixelCartPole-v0", entry_point=pixel_cartpole)
 gym.register("RLExpTest/UnboundedActions-v0", entry_point=UnboundedActions)
 gym.register("RLExpTest/MultiDiscrete-v0", entry_point=MultiDiscreteActions)
 gym.register("RLExpTest/CrashOnRank1-v0", entry_point=CrashOnRank1)
+gym.register("RLExpTest/CrashAfter-v0", entry_point=CrashAfter)

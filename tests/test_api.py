@@ -154,6 +154,44 @@ def test_an_optuna_sweep_optimises_the_jobs_scores(tmp_path):
     assert first["params"] == trials[0]["params"] and np.isclose(first["value"], trials[0]["value"])
 
 
+def test_an_optuna_trial_whose_job_fails_is_recorded_and_the_sweep_goes_on(tmp_path):
+    """A job that crashes while training (after its checks passed) fails its trial in one line; the
+    other trials run and are scored; a stored study holds no trial RUNNING. Fixed overrides, even
+    with a prefix (++algo.epochs=2), stay out of the trials' directory names (issue 32)."""
+    import optuna
+
+    sweep, db = tmp_path / "sweep", tmp_path / "study.db"
+    res = run_cli(
+        "--multirun",
+        "hydra/sweeper=optuna",
+        "env=gym",
+        "env.id=tests.envs:RLExpTest/CrashAfter-v0",
+        "+env.kwargs.crash_after=choice(0,150)",  # 0: never; 150: in the second of the 2 epochs
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.sampler=random",
+        f"hydra.sweeper.storage=sqlite:///{db}",
+        "hydra.sweeper.study_name=crashes",
+        f"hydra.sweep.dir={sweep}",
+        "++algo.epochs=2",
+        "algo.steps_per_epoch=100",
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    trials = yaml.safe_load((sweep / "optimization_results.yaml").read_text())["trials"]
+    crashing = {t["number"] for t in trials if t["params"]["+env.kwargs.crash_after"] == 150}
+    assert crashing and len(crashing) < 4, trials  # the sampler's seed gives both kinds
+    for t in trials:
+        assert t["state"] == ("FAIL" if t["number"] in crashing else "COMPLETE"), t
+    for number in crashing:
+        assert (
+            f"trial {number} failed (RuntimeError: deliberate crash after 150 steps); counted as failed"
+            in res.stdout + res.stderr
+        )
+    study = optuna.load_study(study_name="crashes", storage=f"sqlite:///{db}")
+    assert sorted(t.state.name for t in study.trials) == sorted(t["state"] for t in trials)
+    names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert len(names) == 4 and not any("algo.epochs" in n or "env.id" in n for n in names), names
+
+
 @pytest.mark.parametrize(
     "space,fragment",
     [

@@ -202,6 +202,20 @@ def test_minibatch_ppo_update_parity(space, early_stop):
     assert float(f.pi_optimizer.lr.numpy()) == pytest.approx(3e-4 * 0.8)
 
 
+def test_max_grad_norm_clips_the_full_batch_value_steps_too():
+    """Full-batch mode: each policy step and each value step is clipped (the value steps were not, issue
+    32). A norm of 1e-12 leaves Adam's steps far below its epsilon: V stays put; both backends agree."""
+    args = ("algo.target_kl=null", "algo.train_pi_iters=3", "algo.train_v_iters=5")
+    t, f = pair("ppo", BOX, *args, "algo.max_grad_norm=1e-12")
+    batch = on_policy_batch(t, BOX)
+    st, sf = t.update(batch), f.update(batch)
+    assert_same_stats(st, sf)
+    assert_same_params(t, f)
+    free = pair("ppo", BOX, *args)[0].update(batch)
+    assert abs(st["DeltaLossV"]) < 1e-6 < abs(free["DeltaLossV"])
+    assert abs(st["DeltaLossPi"]) < 1e-6 < abs(free["DeltaLossPi"])
+
+
 @pytest.mark.parametrize("backend", ["torch", "tf"])
 def test_initialisation_options(backend):
     """log_std_init, and orthogonal weights: hidden layers with gain sqrt(2), the policy head 0.01."""

@@ -13,7 +13,8 @@ search-space grammar (Hydra's override syntax) on Optuna's ask-and-tell interfac
   excluded); ``choice(x,y,...)`` or ``x,y,...`` one of the values. Every other override (``seed=0``)
   is the same for all trials.
 - Each trial is one job (run directory ``<n>_<key=value,...>`` in the sweep directory) whose return
-  value is the run's score (``score:`` in config.yaml); a job that returns no score fails its trial.
+  value is the run's score (``score:`` in config.yaml); a job that fails or returns no score fails its
+  trial (one line; the sweep goes on, and a stored study records it FAIL, never RUNNING).
 - Before any trial starts, the jobs at the edges of the space (every key's lowest and highest value
   or every choice, the other keys at their lowest) are composed and checked, as a grid sweep checks
   all its jobs: a value out of range is one line and nothing is started.
@@ -170,7 +171,8 @@ class RLExpOptunaSweeper(Sweeper):
                 "an Optuna sweep needs a search space, e.g. 'algo.lr=interval(1e-4,1e-2)' "
                 "(interval, tag(log,interval), range or choice)"
             )
-        name_by_swept_keys(self.config, [o.get_key_element() for o in overrides if not o.is_sweep_override()])
+        # by key_or_group, as Hydra's override_dirname excludes them (+experiment=x has the key experiment)
+        name_by_swept_keys(self.config, [o.key_or_group for o in overrides if not o.is_sweep_override()])
         check_jobs(
             self.config,
             self.hydra_context,
@@ -192,16 +194,41 @@ class RLExpOptunaSweeper(Sweeper):
             trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - done))]
             jobs = [[*fixed, *(as_override(k, v) for k, v in t.params.items())] for t in trials]
             self.validate_batch_is_legal(jobs)
-            returns = self.launcher.launch(jobs, initial_job_idx=done)
-            for trial, ret in zip(trials, returns, strict=True):
-                value = ret.return_value  # raises the job's error if it failed
-                if value is None or not math.isfinite(float(value)):
+            try:
+                returns = self.launcher.launch(jobs, initial_job_idx=done)
+            except BaseException:  # the sweep itself ends (a stop signal): no trial stays RUNNING
+                for trial in trials:
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    log.warning(f"trial {trial.number} returned no score ({value}); counted as failed")
-                else:
-                    study.tell(trial, float(value))
+                raise
+            for trial, ret in zip(trials, returns, strict=True):
+                self._tell(study, trial, ret)
             done += len(trials)
         return self._report(study, sweep_dir, fixed)
+
+    @staticmethod
+    def _tell(study: Any, trial: Any, ret: Any) -> None:
+        """Record the trial's score, or the trial as failed (one line) when its job failed or gave no
+        score; the sweep goes on with the other trials. A stop signal that ended the job ends the sweep
+        (the trial recorded as failed first, so that a stored study has no trial left RUNNING)."""
+        import optuna
+
+        from rlexp.stopping import Stopped
+
+        try:
+            value = ret.return_value  # raises the job's error if it failed
+        except Stopped:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        except Exception as exc:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            message = (str(exc).strip().splitlines() or [""])[0]
+            log.warning(f"trial {trial.number} failed ({type(exc).__name__}: {message}); counted as failed")
+            return
+        if value is None or not math.isfinite(float(value)):
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            log.warning(f"trial {trial.number} returned no score ({value}); counted as failed")
+        else:
+            study.tell(trial, float(value))
 
     def _report(self, study: Any, sweep_dir: Path, fixed: list[str]) -> Any:
         import optuna

@@ -184,13 +184,25 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
             loss = tf.maximum(loss, tf.square(v_clipped - batch["ret"]))
         return tf.reduce_mean(loss)
 
+    def clip_grads(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
+        """Scale ``grads`` to a global norm of at most ``algo.max_grad_norm`` (PPO's key; none for VPG
+        and TRPO), as torch's clip_grad_norm_ does: by max_norm / (norm + 1e-6) when the norm is larger."""
+        max_norm = getattr(self.algo, "max_grad_norm", None)
+        if max_norm is None:
+            return grads
+        norm = tf.linalg.global_norm(grads)
+        scale = tf.minimum(1.0, max_norm / (norm + 1e-6))
+        return [g * scale for g in grads]
+
     def _v_step_graph(self, batch: Batch) -> None:
         with tf.GradientTape() as tape:
             loss = self.loss_v(batch)
-        self.optimize(self.vf_optimizer, tape, loss)
+        grads = avg_grads(tape.gradient(loss, self.vf_optimizer.params))
+        self.vf_optimizer.apply(self.clip_grads(grads))
 
     def update_v(self, batch: Batch) -> tuple[float, float]:
-        """``train_v_iters`` full-batch Adam steps on the value loss; return (loss before, loss after)."""
+        """``train_v_iters`` full-batch Adam steps on the value loss, each gradient clipped as
+        :meth:`clip_grads` says; return (loss before, loss after)."""
         before = float(self.loss_v(batch))
         for _ in range(self.algo.train_v_iters):
             self._v_step(batch)

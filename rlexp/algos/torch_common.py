@@ -281,8 +281,16 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
             loss = torch.maximum(loss, (v_clipped - batch["ret"]) ** 2)
         return loss.mean()
 
+    def clip_grads(self, params: list[torch.Tensor]) -> None:
+        """Scale the (rank-averaged) gradient of ``params`` to a global norm of at most
+        ``algo.max_grad_norm`` (PPO's key; none for VPG and TRPO)."""
+        max_norm = getattr(self.algo, "max_grad_norm", None)
+        if max_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+
     def update_v(self, batch: Batch) -> tuple[float, float]:
-        """``train_v_iters`` full-batch Adam steps on the value loss; return (loss before, loss after)."""
+        """``train_v_iters`` full-batch Adam steps on the value loss, each gradient clipped as
+        :meth:`clip_grads` says; return (loss before, loss after)."""
         params = list(self.ac.v.parameters())
         with torch.no_grad():
             before = self.loss_v(batch).item()
@@ -290,6 +298,7 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
             self.vf_optimizer.zero_grad()
             self.loss_v(batch).backward()
             avg_grads(params)
+            self.clip_grads(params)
             self.vf_optimizer.step()
         with torch.no_grad():
             after = self.loss_v(batch).item()

@@ -68,16 +68,6 @@ class PPOLearner(VPGLearner):
             tf.reduce_mean(tf.cast(clipped, tf.float32)),
         )
 
-    def clip_grads(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
-        """Scale ``grads`` to a global norm of at most ``max_grad_norm`` (torch's clip_grad_norm_: by
-        max_norm / (norm + 1e-6) when the norm is larger)."""
-        max_norm = self.algo.max_grad_norm
-        if max_norm is None:
-            return grads
-        norm = tf.linalg.global_norm(grads)
-        scale = tf.minimum(1.0, max_norm / (norm + 1e-6))
-        return [g * scale for g in grads]
-
     def kl_within(self, kl: tf.Tensor) -> tf.Tensor | bool:
         """Whether a step may be taken at the rank-averaged ``kl`` (always, with target_kl null)."""
         if self.algo.target_kl is None:

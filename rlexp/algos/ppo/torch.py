@@ -78,11 +78,6 @@ class PPOLearner(VPGLearner):
             mb["adv"] = (adv - adv.mean()) / (adv.std() + 1e-8)
         return mb
 
-    def clip_grads(self, params: list[torch.Tensor]) -> None:
-        """Scale the (rank-averaged) gradient of ``params`` to a global norm of at most ``max_grad_norm``."""
-        if self.algo.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, self.algo.max_grad_norm)
-
     def loss_pi(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Clipped surrogate loss and its diagnostics: approx KL, entropy, fraction clipped."""
         eps = self.algo.clip_ratio
