@@ -15,7 +15,7 @@ median (min-max) over the seeds:
 beside SB3-zoo's, CleanRL's and Spinning Up's published returns (benchmarks/common.py). The last lines
 are one summary per algorithm, kind and env ending in the ratio of rlexp's det10 to SB3-zoo's number.
 
-    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg] [--kinds tuned defaults]
+    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg ...] [--kinds tuned defaults]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
         [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...]
         [--out outputs/bench_learning] [--results benchmarks/results/learning]
@@ -27,13 +27,17 @@ adds Spinning Up's), the off-policy algorithms both. ``--sb3`` (PPO) also trains
 KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt; ``--only-variant``
 trains just that). ``--set`` adds overrides to every run (e.g. a tiny budget for a test).
 
+Order: seed by seed (every algorithm, env and kind of seed 0 before any of seed 1), so that a benchmark
+stopped part-way has compared everything on its first seeds.
+
 Stopping and continuing: each run's directory is ``--out``/ALGO-KIND_ENV_sSEED and each finished run's
 figures are ``--results``/ALGO-KIND_ENV_sSEED.json (small files meant to be kept in the repository).
 Run the same command again after any stop (Ctrl-C, SIGKILL, a reboot): finished runs are reused, and
 an unfinished run continues from its last checkpoint (rlexp's exact resume: the same numbers as if it
 had never stopped). A finished run is reused only when it was trained with what the preset gives now
-(the algo, env and network sections and seed recorded in its result file); otherwise the benchmark
-stops with one line naming the first different key. ``--jobs N`` trains N runs at a time. This prints
+(the algo, env and network sections and seed recorded in its result file; a key that rlexp gained
+since counts as the value an old run resumes with, :func:`rlexp.config.upgrade_old_keys`); otherwise
+the benchmark stops with one line naming the first different key. ``--jobs N`` trains N runs at a time. This prints
 figures; it asserts nothing.
 """
 
@@ -133,7 +137,9 @@ def rlexp_overrides(
     import rlexp
 
     composed = rlexp.compose(base)
-    epochs = math.ceil(steps / int(composed.algo.steps_per_epoch))  # the budget stays ``steps``
+    spe, epochs = int(composed.algo.steps_per_epoch), int(composed.algo.epochs)
+    if abs(epochs * spe - steps) >= spe:  # the preset's own epochs when they are this budget (Hopper's
+        epochs = math.ceil(steps / spe)  # CleanRL preset: 488 x 2,048), else enough for ``steps``
     tail = [f"algo.epochs={epochs}", "logger.episodes=true"]
     if algo in OFF_POLICY and not any(o.startswith("algo.save_freq=") for o in base):
         tail.append(f"algo.save_freq={OFF_POLICY_SAVE_FREQ}")
@@ -238,9 +244,18 @@ def recorded_settings(run_dir: Path) -> dict[str, Any]:
 
 def check_reusable(path: Path, stored: dict[str, Any] | None, settings: dict[str, Any]) -> None:
     """Stop (one line) when the run of ``path`` (a result file or a run directory) was trained with other
-    settings than the preset gives now (a changed preset would otherwise be reported with stale figures)."""
+    settings than the preset gives now (a changed preset would otherwise be reported with stale figures).
+    Keys added to rlexp after the run was trained take the values such a run resumes with (the old
+    behaviour), as rlexp's resume does."""
     if stored is None:
         raise SystemExit(f"bench_learning: {path} records no settings; move it away to train again")
+    from omegaconf import OmegaConf
+
+    from rlexp.config import upgrade_old_keys
+
+    raw = OmegaConf.create({k: v for k, v in stored.items() if k in ("algo", "env", "network")})
+    upgrade_old_keys(raw)
+    stored = {**stored, **{k: v for k, v in OmegaConf.to_container(raw).items() if k in stored}}
     for section in settings:
         old, new = stored.get(section), settings[section]
         if old == new:
@@ -371,7 +386,7 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", default="ppo", choices=ALGOS)
+    parser.add_argument("--algo", nargs="+", default=["ppo"], choices=ALGOS, help="one or several")
     parser.add_argument(
         "--kinds", nargs="+", choices=["tuned", "defaults"], help="default: see the docstring"
     )
@@ -406,48 +421,54 @@ def main() -> None:
         env_id, seed, steps = args.sb3_child
         print(json.dumps(sb3_child(env_id, int(seed), int(steps))))
         return
-    if args.sb3 and args.algo != "ppo":
-        parser.error("--sb3 trains SB3's PPO zoo presets: use it with --algo ppo")
+    if args.sb3 and args.algo != ["ppo"]:
+        parser.error("--sb3 trains SB3's PPO zoo presets: use it with --algo ppo alone")
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: use 1 or more")
-    kinds = args.kinds or (["tuned", "defaults"] if args.algo in OFF_POLICY else ["tuned"])
-    if args.defaults and "defaults" not in kinds:
-        kinds.append("defaults")
     variant = f"tuned-{args.variant[0]}" if args.variant else None
-    if args.only_variant:
-        kinds = []
-    if variant:
-        kinds.append(variant)
+    kinds_of: dict[str, list[str]] = {}
+    for algo in args.algo:
+        kinds = list(args.kinds or (["tuned", "defaults"] if algo in OFF_POLICY else ["tuned"]))
+        if args.defaults and "defaults" not in kinds:
+            kinds.append("defaults")
+        kinds_of[algo] = ([] if args.only_variant else kinds) + ([variant] if variant else [])
     args.out.mkdir(parents=True, exist_ok=True)
     _CHILDREN.install()
-    tasks = [(kind, env_id, seed) for env_id in args.envs for kind in kinds for seed in args.seeds]
+    tasks = [
+        (algo, kind, env_id, seed)
+        for seed in args.seeds
+        for algo in args.algo
+        for env_id in args.envs
+        for kind in kinds_of[algo]
+    ]
 
-    def one(task: tuple[str, str, int]) -> dict[str, Any]:
-        kind, env_id, seed = task
+    def one(task: tuple[str, str, str, int]) -> dict[str, Any]:
+        algo, kind, env_id, seed = task
         extra = args.variant[1:] if kind == variant else []
         try:
-            r = run_rlexp(args.algo, kind, env_id, seed, args, extra)
+            r = run_rlexp(algo, kind, env_id, seed, args, extra)
         except BaseException:
             _CHILDREN.stopping = True  # start no other run
             raise
         say(
-            f"  {args.algo}-{kind:10s} {env_id:15s} seed {seed}: test {r['test'] or float('nan'):8.1f}  "
+            f"  {algo}-{kind:10s} {env_id:15s} seed {seed}: test {r['test'] or float('nan'):8.1f}  "
             f"det10 {r['det10']:8.1f}  last100 {r['last100']:8.1f}  {r['sps']:6.0f} SPS"
         )
         return r
 
-    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    results: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {algo: {} for algo in args.algo}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for task, r in zip(tasks, pool.map(one, tasks), strict=True):
-            results.setdefault((task[0], task[1]), []).append(r)
+            results[task[0]].setdefault((task[1], task[2]), []).append(r)
     if args.sb3:
         for env_id in args.envs:
             for seed in args.seeds:
-                results.setdefault(("sb3", env_id), []).append(
+                results["ppo"].setdefault(("sb3", env_id), []).append(
                     run_sb3(env_id, seed, args.steps, args.results)
                 )
-        kinds.append("sb3")
-    report(args.algo, kinds, args.envs, results, args)
+        kinds_of["ppo"].append("sb3")
+    for algo in args.algo:
+        report(algo, kinds_of[algo], args.envs, results[algo], args)
 
 
 if __name__ == "__main__":

@@ -191,14 +191,20 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
         raise RLExpError(f"{path} cannot be read: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, DictConfig):
         raise RLExpError(f"{path} is not an rlexp config (a mapping of groups and keys)")
-    _add_evaluation_keys(raw)
-    _add_network_keys(raw)
-    _add_value_target_key(raw)
-    _add_later_group_keys(raw)
+    upgrade_old_keys(raw)
     # A run from before a top-level key was added: take the key's value from conf/config.yaml (the
     # keys that are added later describe how a run is recorded or scored, not how it trains).
     later = OmegaConf.masked_copy(OmegaConf.load(Path(CONF_DIR) / "config.yaml"), list(LATER_KEYS))
     return OmegaConf.merge(later, raw)  # type: ignore[return-value]
+
+
+def upgrade_old_keys(raw: DictConfig) -> None:
+    """Give a config written before keys were added to its groups (algo, env, network, tuned, comm)
+    those keys, each with the value that keeps how the old run trained (in place)."""
+    _add_evaluation_keys(raw)
+    _add_network_keys(raw)
+    _add_value_target_key(raw)
+    _add_later_group_keys(raw)
 
 
 def _add_evaluation_keys(raw: DictConfig) -> None:

@@ -158,8 +158,14 @@ class VideoWriter:
 
 def render_frame(env: Any) -> Any:
     """``env.render()`` in rgb_array mode; a failure to render offscreen is the user's to fix."""
+    import gymnasium as gym
+
     try:
         frame = env.render()
+    except (gym.error.DependencyNotInstalled, ImportError) as exc:  # e.g. pygame for the classic envs
+        name = env.spec.id if env.spec else "the env"
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RLExpError(f"{name} cannot render: {why}") from None
     except Exception as exc:
         raise RLExpError(
             f"{env.spec.id if env.spec else 'the env'} cannot render offscreen ({type(exc).__name__}: "

@@ -438,6 +438,24 @@ def test_test_policy_bad_input_is_one_line(tmp_path):
         assert res.stderr.startswith("rlexp: error: ") and fragment in res.stderr, res.stderr
 
 
+def test_a_video_of_an_env_whose_renderer_is_not_installed_is_one_line(tmp_path):
+    """CartPole renders with pygame: without it (an import that fails, as when it is not installed),
+    --video says which package to install in one line, and writes no file."""
+    run_dir = tmp_path / "run"
+    train(run_dir, "env=CartPole-v1", "algo.epochs=1", "algo.steps_per_epoch=200", "algo.train_v_iters=1")
+    fake = tmp_path / "site" / "pygame"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise ImportError("No module named pygame", name="pygame")\n')
+    video = tmp_path / "v.mp4"
+    res = run_cli(str(run_dir), "-n", "1", "--video", str(video), module="rlexp.test_policy",
+                  env={"PYTHONPATH": str(tmp_path / "site")})  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        'rlexp: error: CartPole-v1 cannot render: pygame is not installed, run `pip install "gymnasium[classic-control]"`'
+    ]
+    assert not video.exists() and not list(tmp_path.glob("*.mp4*"))
+
+
 def test_logger_writes_tensorboard_scalars_without_a_backend(tmp_path):
     """Rows become scalars with the columns' names at x = TotalEnvInteracts; neither backend is imported."""
     script = (

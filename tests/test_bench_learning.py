@@ -83,3 +83,27 @@ def test_a_benchmark_killed_mid_run_and_started_again_gives_the_uninterrupted_fi
     third = bench(cut, stdout=subprocess.PIPE)
     out, _ = third.communicate(timeout=300)
     assert third.returncode == 0 and "training" not in out and "continuing" not in out
+
+
+def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_with():
+    """A result recorded before ``algo.utd_ratio`` existed trained with what the key's default keeps (a
+    burst of update_every steps): it is reused; one whose settings differ from the preset's is not."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    settings = bench_learning.training_settings(["algo=sac", "env=Pendulum-v1", "seed=0"])
+    old = {**settings, "algo": {k: v for k, v in settings["algo"].items() if k != "utd_ratio"}}
+    bench_learning.check_reusable(Path("old.json"), old, settings)  # no SystemExit
+    changed = {**settings, "algo": {**settings["algo"], "utd_ratio": 2.0}}
+    try:
+        bench_learning.check_reusable(Path("changed.json"), changed, settings)
+    except SystemExit as exc:
+        assert str(exc) == (
+            "bench_learning: changed.json was trained with algo.utd_ratio=2.0, but the preset now gives 1.0; "
+            "move it (and its run directory) away to train again, or use another --results"
+        )
+    else:
+        raise AssertionError("a changed setting was reused")

@@ -326,6 +326,7 @@ def test_float_images_are_flattened_with_one_warning_and_refused_by_the_cnn(cli,
 
 
 # --- training ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ppo_learns_from_pixels(tmp_path):
     """A random policy returns about 5 of 10; PPO with the Nature CNN reaches 9 within 5000 steps (~10 s)."""
     progress = train(

@@ -133,3 +133,22 @@ def test_a_plugin_package_adds_an_algorithm(tmp_path):
     ):
         bad = _run(ROOT, site, "-m", "rlexp", "algo=entppo", override, f"hydra.run.dir={tmp_path / 'bad'}")
         assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == line, bad.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "version,allowed", [("1.0.0", False), ("1.0.2", False), ("1.1.0", True), ("1.4.0", True)]
+)
+def test_the_gymnasium_floor_is_the_release_whose_api_rlexp_uses(version, allowed):
+    """rlexp.envs runs async vector envs with gymnasium.vector.AutoresetMode and resets ended envs with
+    the reset_mask option, both added in gymnasium 1.1: a 1.0.x install would fail every async run
+    (issue 32), so pyproject must not admit it."""
+    from packaging.requirements import Requirement
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (gym,) = [Requirement(d) for d in deps if Requirement(d).name == "gymnasium"]
+    assert gym.specifier.contains(version) is allowed
+    import gymnasium
+
+    assert hasattr(gymnasium.vector, "AutoresetMode")  # the installed one has it

@@ -375,6 +375,32 @@ def test_tuned_presets_set_the_zoo_values_and_the_command_line_wins():
     assert composed("env=HalfCheetah-v4").algo.num_minibatches == 0
 
 
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_off_policy_tuned_presets_are_the_zoos_mujoco_settings(algo):
+    """tuned=sac / tuned=td3: RL Baselines3 Zoo's MuJoCo entries mapped onto rlexp's keys (learning_starts
+    10000 -> start_steps and update_after; train_freq 1, gradient_steps 1 -> update_every 1, utd_ratio 1;
+    batch 256; tau 0.005); the command line still wins; v5, Ant and InvertedPendulum fall back to them."""
+    cfg = composed(f"algo={algo}", f"tuned={algo}", "env=Hopper-v4", "algo.batch_size=128")
+    a = cfg.algo
+    assert (cfg.tuned.name, cfg.tuned.preset) == (algo, "Hopper-v4") and "zoo" in cfg.tuned.source
+    assert (a.epochs * a.steps_per_epoch, a.replay_size, a.gamma, a.polyak) == (1_000_000, 1_000_000, 0.99, 0.995)
+    assert (a.start_steps, a.update_after, a.update_every, a.utd_ratio) == (10_000, 10_000, 1, 1.0)
+    assert a.batch_size == 128  # the command line beats the preset (the zoo's is 256)
+    assert composed(f"algo={algo}", f"tuned={algo}", "env=Hopper-v4").algo.batch_size == 256
+    if algo == "sac":
+        assert a.lr == 3e-4 and a.autotune_alpha and a.alpha == 1.0 and a.target_entropy is None
+        assert list(cfg.network.hidden_sizes) == [256, 256]
+    else:
+        assert a.pi_lr == a.q_lr == 1e-3 and (a.act_noise, a.target_noise, a.noise_clip) == (0.1, 0.2, 0.5)
+        assert a.policy_delay == 2 and list(cfg.network.hidden_sizes) == [400, 300]
+    assert cfg.network.activation == "relu"
+    for env in ("HalfCheetah-v5", "Ant-v4", "InvertedPendulum-v4"):
+        other = composed(f"algo={algo}", f"tuned={algo}", f"env={env}")
+        assert other.tuned.preset == env and other.algo.batch_size == 256 and other.algo.gamma == 0.99
+    swimmer = {v: composed(f"algo={algo}", f"tuned={algo}", f"env=Swimmer-{v}").algo.gamma for v in ("v4", "v5")}
+    assert swimmer == {"v4": 0.999, "v5": 0.999} if algo == "sac" else {"v4": 0.9999, "v5": 0.9999}
+
+
 def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
     res = run_cli("+tuned=ppo", "env=Walker2d-v4", "--cfg", "job")
     assert res.returncode == 0, res.stderr
@@ -385,7 +411,9 @@ def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
             "tuned=ppo has no settings for env.id='Pendulum-v1'; tuned ppo presets: env=Ant-v4",
         ),
         (("tuned=ppo", "algo=sac", "env=Hopper-v4"), "tuned=ppo holds settings of algo=ppo"),
-        (("tuned=sac",), "unknown tuned option 'sac'; choose one of: none, ppo"),
+        (("tuned=dqn",), "unknown tuned option 'dqn'; choose one of: none, ppo, sac, td3"),
+        (("algo=sac", "tuned=td3", "env=Hopper-v4"), "tuned=td3 holds settings of algo=td3"),
+        (("algo=td3", "tuned=td3", "env=Pendulum-v1"), "tuned=td3 has no settings for env.id='Pendulum-v1'"),
     ]:
         res = run_cli(*args, f"hydra.run.dir={tmp_path / 'r'}")
         assert res.returncode == 2 and fragment in res.stderr, (args, res.stderr)

@@ -475,8 +475,24 @@ def test_sac_without_hidden_layers_is_a_linear_policy_like_the_other_algorithms(
         "algo.update_after=100",
         "algo.update_every=50",
     )
-    train(tmp_path / "run", "algo=sac", "env=Pendulum-v1", f"backend={backend}", "network.hidden_sizes=[]",
+    run_dir = tmp_path / "run"
+    train(run_dir, "algo=sac", "env=Pendulum-v1", f"backend={backend}", "network.hidden_sizes=[]",
           "algo.epochs=1", "algo.num_test_episodes=1", *off)  # fmt: skip
+    import rlexp
+
+    learner = rlexp.load(run_dir).policy()._learner
+    # the deterministic action is tanh(W o + b): atanh of it is affine in the observation
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(-0.3, 0.3, (2, 3))
+
+    def pre_tanh(o):
+        return np.arctanh(np.asarray(learner.act(o.astype(np.float32), deterministic=True), np.float64))
+
+    for a, b in ((0.3, 0.7), (2.0, -1.0)):
+        mixed = pre_tanh(a * x + b * y) - pre_tanh(np.zeros(3)) * (1 - a - b)
+        np.testing.assert_allclose(mixed, a * pre_tanh(x) + b * pre_tanh(y), rtol=1e-3, atol=1e-4)
+    # and it is not constant: a hidden layer of width 0 would be
+    assert not np.allclose(pre_tanh(x), pre_tanh(y), atol=1e-5)
 
 
 def test_unsupported_action_boxes_are_one_line():

@@ -11,10 +11,15 @@ own replay buffer:
 - ``replay_size`` and ``batch_size`` are global too: each rank keeps ``replay_size // N`` of its own
   transitions and samples ``batch_size // N`` of them per gradient step, and the gradients are
   averaged across ranks, so one gradient step sees a ``batch_size`` minibatch drawn from all ranks;
-- ``update_every`` counts the env steps of one rank (all its envs); each time the count passes a
-  multiple of it, a burst of ``update_every`` gradient steps is taken by all ranks together. The
-  update-to-data ratio is therefore one gradient step per env step of one rank (Spinning Up's 1:1
-  when N = 1), i.e. 1/N gradient steps per global env step.
+- ``update_every`` and ``utd_ratio`` count the env steps of one rank (all its envs): each time that
+  count t passes a multiple of ``update_every``, all ranks together take a burst of the gradient steps
+  owed since the last burst, so that ``floor(k * update_every * utd_ratio)`` steps have been taken after
+  k bursts (:func:`gradient_steps`). ``utd_ratio`` is thus gradient steps per env step of one rank,
+  and 1/N of that per env step of all N ranks (each step averages N ranks' gradients on a global
+  ``batch_size`` minibatch). Spinning Up's default (``utd_ratio = 1``) is a burst of ``update_every``
+  steps every ``update_every`` env steps; ``update_every = 1`` with ``utd_ratio = 0.25`` is one step
+  every 4 env steps (SB3's ``train_freq=4``), with ``utd_ratio = 4`` four per env step
+  (``gradient_steps=4``). Bursts before ``update_after`` are skipped, not made up later.
 gymnasium's ``terminated`` is the only terminal signal stored; a time-limit truncation bootstraps.
 
 Resume: as in the on-policy loop, a checkpoint after ``save_freq`` epochs, the last epoch and a stop
@@ -28,8 +33,10 @@ best checkpoint and ``algo.stop_at_return`` are the same as in the on-policy loo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -68,6 +75,7 @@ class OffPolicyConfig(AlgoConfig):
     start_steps: int = MISSING
     update_after: int = MISSING
     update_every: int = MISSING
+    utd_ratio: float = MISSING
     keep_checkpoints: int | None = MISSING
 
     def validate(self, procs: int) -> None:
@@ -91,6 +99,11 @@ class OffPolicyConfig(AlgoConfig):
         )
         check_at_least(self, start_steps=0, update_after=0, update_every=1)
         check(
+            math.isfinite(self.utd_ratio) and self.utd_ratio > 0,
+            f"algo.utd_ratio={self.utd_ratio} is out of range; use a number > 0 (gradient steps per env step "
+            "of a rank: 0.25 = one every 4 env steps, 4 = four per env step)",
+        )
+        check(
             self.keep_checkpoints is None or self.keep_checkpoints >= 1,
             f"algo.keep_checkpoints={self.keep_checkpoints} is out of range; use >= 1 or null (keep all)",
         )
@@ -103,6 +116,14 @@ class OffPolicyConfig(AlgoConfig):
     def env_action(act_space: Any) -> Callable[[Any], Any]:
         """From [-1, 1]^n to the Box's bounds (:class:`ActionScaler`)."""
         return ActionScaler(act_space).to_env
+
+
+def gradient_steps(t: int, update_every: int, utd_ratio: Fraction) -> int:
+    """Gradient steps owed once a rank has taken ``t`` env steps (all its envs): ``utd_ratio`` per env
+    step, counted at the bursts, i.e. at the multiples of ``update_every`` that ``t`` has passed.
+    Exact (a Fraction, no float rounding), so the schedule depends on ``t`` alone: a resumed run takes
+    the same steps at the same env steps."""
+    return math.floor(t // update_every * update_every * utd_ratio)
 
 
 def normalized(batch: dict[str, Any], norm: Normalizer) -> dict[str, Any]:
@@ -134,6 +155,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     rng = seeds.generator("replay")
     env_steps = algo.steps_per_epoch // (size * n)  # steps of each env per epoch
     start_steps, update_after = algo.start_steps // size, algo.update_after // size
+    utd = Fraction(repr(algo.utd_ratio))  # 0.3 is 3/10, not the nearest binary float
     batch_size = algo.batch_size // size
     obs_space = envs.observation_space
     replay = ReplayBuffer(obs_space.shape, learner.act_dim, algo.replay_size // size, obs_dtype(obs_space))
@@ -175,11 +197,13 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                     raw = envs.reset_ended(ended, o2)
             o = norm.obs(raw)
             t, before = t + n, t
-            # update_every gradient steps each time t passes a multiple of update_every
-            bursts = t // algo.update_every - before // algo.update_every
-            if t >= update_after and bursts:
+            # a burst each time t passes a multiple of update_every: the gradient steps owed since the last
+            if t >= update_after and t // algo.update_every != before // algo.update_every:
+                steps = gradient_steps(t, algo.update_every, utd) - gradient_steps(
+                    before, algo.update_every, utd
+                )
                 with timer.phase("update"):
-                    for _ in range(bursts * algo.update_every):
+                    for _ in range(steps):
                         logger.store(**learner.update(normalized(replay.sample_batch(batch_size, rng), norm)))
 
         book.evaluation.test(epoch)
