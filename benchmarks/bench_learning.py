@@ -67,6 +67,7 @@ OFF_POLICY_SAVE_FREQ = (
     5  # off-policy checkpoints hold the replay buffer (~170 MB at 1M steps): every 5 epochs
 )
 _print_lock = threading.Lock()
+_compose_lock = threading.Lock()  # Hydra's composition is global state: one thread at a time
 
 
 def _stop_with_parent() -> None:
@@ -156,14 +157,17 @@ def run_rlexp(
     """Train, continue or reuse one rlexp run; return its figures."""
     name = run_name(algo, kind, env_id, seed)
     run_dir, result_file = args.out / name, args.results / f"{name}.json"
-    overrides = rlexp_overrides(algo, kind, env_id, seed, args.steps, args.set, variant)
-    settings = training_settings(overrides)
-    if result_file.is_file():
-        result = json.loads(result_file.read_text())
-        check_reusable(result_file, result.get("settings"), settings)
-        return result
-    if (run_dir / "config.yaml").is_file():  # an unfinished run: continue it if it trains what it should
-        check_reusable(run_dir, recorded_settings(run_dir), settings)
+    with _compose_lock:
+        overrides = rlexp_overrides(algo, kind, env_id, seed, args.steps, args.set, variant)
+        settings = training_settings(overrides)
+        if result_file.is_file():
+            result = json.loads(result_file.read_text())
+            check_reusable(result_file, result.get("settings"), settings)
+            return result
+        unfinished = (run_dir / "config.yaml").is_file()
+        if unfinished:  # continue it if it trains what it should
+            check_reusable(run_dir, recorded_settings(run_dir), settings)
+    if unfinished:
         say(f"  {name}: continuing")
         cmd = [sys.executable, "-m", "rlexp", f"resume={run_dir}", "logger.console=line"]
     else:
