@@ -54,7 +54,7 @@ register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLUR
 
 def validate_experiment(cfg: RLExpConfig) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
-    and the env fits the algorithm and the network (image observations need a CNN encoder and are
+    W&B can log when asked to, and the env fits the algorithm and the network (image observations need a CNN encoder and are
     not normalised: ``env.normalize_obs`` is for vector observations)."""
     from gymnasium.wrappers import FlattenObservation
 
@@ -86,6 +86,10 @@ def validate_experiment(cfg: RLExpConfig) -> None:
         from rlexp.algos.torch_common import torch_device  # imports torch: only for torch runs
 
         torch_device(cfg.backend.device)  # TF checks its GPU when the learner starts (setup_tf)
+    if cfg.logger.wandb:
+        from rlexp.wandblog import check_wandb_ready
+
+        check_wandb_ready()
     env = make_env(cfg.env, allow_env_import=cfg.resume is None or cfg.allow_env_import)
     try:
         check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)

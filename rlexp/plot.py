@@ -401,7 +401,8 @@ def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args
 
     frames = []
     for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
-        df = run.progress[[args.xaxis, value]].copy()
+        # epochs without the value (no evaluation with algo.test_every > 1) are left out, not smoothed in
+        df = run.progress[[args.xaxis, value]].dropna(subset=[value]).reset_index(drop=True)
         df[value] = smooth(df[value], args.smooth)
         shown = label.split("=", 1)[1] if title else label  # the title names the one key
         df["Condition"] = f"{shown}-{i}" if args.count else shown

@@ -20,6 +20,24 @@ from rlexp.schema import LoggerConfig
 ID_FILE = "wandb_run_id"  # in the run directory: the id of its W&B run
 
 
+def check_wandb_ready() -> None:
+    """Before a run with ``logger.wandb=true`` writes anything: wandb is installed and, unless W&B is
+    offline or disabled (``WANDB_MODE`` or ``wandb offline``'s settings file), an API key is configured
+    (``wandb login`` or ``WANDB_API_KEY``). Reads local settings only: no network."""
+    try:
+        import wandb
+    except ImportError:
+        raise RLExpError("logger.wandb=true needs the wandb package: pip install wandb") from None
+    try:
+        wandb.login(verify=False)  # False when offline or disabled; raises online without a key
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RLExpError(
+            f"logger.wandb=true: W&B cannot log ({first}); run `wandb login`, or set WANDB_MODE=offline "
+            "to log locally"
+        ) from None
+
+
 class WandbWriter:
     """One W&B run for an rlexp run: ``log(row)`` per epoch, ``close()`` at the end."""
 

@@ -299,6 +299,23 @@ def test_plot_marks_points_so_a_one_epoch_run_shows(tmp_path):
     plt.close(fig)
 
 
+def test_plot_smooths_the_evaluated_epochs_of_a_run_that_tests_every_other_epoch(tmp_path):
+    """algo.test_every=2 leaves AverageTestEpRet (Performance) empty on odd epochs: those rows are left
+    out, and the smoothing averages the evaluated points only (no NaN spreading over the line)."""
+    import matplotlib.pyplot as plt
+
+    write_run(tmp_path / "run", ["algo.test_every=2"], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 1.0)
+    progress = pd.read_table(tmp_path / "run" / "progress.txt")
+    progress.loc[progress["Epoch"] % 2 == 1, "AverageTestEpRet"] = np.nan  # epochs 2, 4, 6 evaluated
+    progress.to_csv(tmp_path / "run" / "progress.txt", sep="\t", index=False)
+    fig, _, _ = drawn(str(tmp_path / "run"), "-s", "3")
+    (line,) = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) > 1]
+    assert list(line.get_xdata()) == [2000, 4000, 6000]
+    # the points 2, 4, 6 smoothed over 3: (2 + 4) / 2, (2 + 4 + 6) / 3, (4 + 6) / 2
+    np.testing.assert_allclose(line.get_ydata(), [3.0, 4.0, 5.0])
+    plt.close(fig)
+
+
 def test_plot_long_labels_keep_the_legend_off_the_axes_and_the_title_whole(tmp_path):
     """Three runs that differ in six keys, with long experiment names: the legend sits outside the
     axes (off the data, the ticks and the axis labels), and it and the title lie inside the figure."""

@@ -90,11 +90,15 @@ def test_wandb_gets_the_config_and_every_column_and_a_resume_continues_the_run(t
     assert runs[1]["history"][0]["TotalEnvInteracts"] == 1200
 
 
-def test_wandb_without_a_login_is_one_line(tmp_path):
+def test_wandb_without_a_login_is_one_line_before_anything_is_written(tmp_path):
     env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "WANDB_SILENT": "true", "HOME": str(tmp_path)}
     env["WANDB_CONFIG_DIR"] = str(tmp_path / "wandb-config")
     res = run_cli(
         f"hydra.run.dir={tmp_path / 'r'}", "algo.epochs=1", "logger.wandb=true", env=env, timeout=180
     )
-    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
-    assert "logger.wandb=true: W&B could not start a run" in res.stderr
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines() == [
+        "rlexp: error: logger.wandb=true: W&B cannot log (No API key configured. Use `wandb login` to log "
+        "in.); run `wandb login`, or set WANDB_MODE=offline to log locally"
+    ]
+    assert not (tmp_path / "r").exists()  # checked before anything was written
