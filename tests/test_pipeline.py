@@ -383,7 +383,12 @@ def test_off_policy_tuned_presets_are_the_zoos_mujoco_settings(algo):
     cfg = composed(f"algo={algo}", f"tuned={algo}", "env=Hopper-v4", "algo.batch_size=128")
     a = cfg.algo
     assert (cfg.tuned.name, cfg.tuned.preset) == (algo, "Hopper-v4") and "zoo" in cfg.tuned.source
-    assert (a.epochs * a.steps_per_epoch, a.replay_size, a.gamma, a.polyak) == (1_000_000, 1_000_000, 0.99, 0.995)
+    assert (a.epochs * a.steps_per_epoch, a.replay_size, a.gamma, a.polyak) == (
+        1_000_000,
+        1_000_000,
+        0.99,
+        0.995,
+    )
     assert (a.start_steps, a.update_after, a.update_every, a.utd_ratio) == (10_000, 10_000, 1, 1.0)
     assert a.batch_size == 128  # the command line beats the preset (the zoo's is 256)
     assert composed(f"algo={algo}", f"tuned={algo}", "env=Hopper-v4").algo.batch_size == 256
@@ -397,7 +402,9 @@ def test_off_policy_tuned_presets_are_the_zoos_mujoco_settings(algo):
     for env in ("HalfCheetah-v5", "Ant-v4", "InvertedPendulum-v4"):
         other = composed(f"algo={algo}", f"tuned={algo}", f"env={env}")
         assert other.tuned.preset == env and other.algo.batch_size == 256 and other.algo.gamma == 0.99
-    swimmer = {v: composed(f"algo={algo}", f"tuned={algo}", f"env=Swimmer-{v}").algo.gamma for v in ("v4", "v5")}
+    swimmer = {
+        v: composed(f"algo={algo}", f"tuned={algo}", f"env=Swimmer-{v}").algo.gamma for v in ("v4", "v5")
+    }
     assert swimmer == {"v4": 0.999, "v5": 0.999} if algo == "sac" else {"v4": 0.9999, "v5": 0.9999}
 
 
