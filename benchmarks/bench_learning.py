@@ -278,6 +278,7 @@ def evaluate(run_dir: str) -> float:
     """Mean return of EVAL_EPISODES deterministic episodes of the run's final policy (reset seeds
     10,000 + i, apart from training's), normalisation frozen (the checkpoint's statistics)."""
     import rlexp
+    from rlexp.envs import CONTINUES
 
     policy = rlexp.load(run_dir).policy(deterministic=True)
     returns = []
@@ -285,9 +286,11 @@ def evaluate(run_dir: str) -> float:
         obs, _ = policy.env.reset(seed=10_000 + i)
         done, total = False, 0.0
         while not done:
-            obs, r, terminated, truncated, _ = policy.env.step(policy(obs))
+            obs, r, terminated, truncated, info = policy.env.step(policy(obs))
             total += float(r)
             done = terminated or truncated
+            if terminated and info.get(CONTINUES):  # a lost life (Atari): the game goes on
+                obs, done = policy.env.reset()[0], False
         returns.append(total)
     return statistics.fmean(returns)
 

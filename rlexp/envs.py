@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -25,6 +26,7 @@ from rlexp.nn import (
     image_layout,
     is_image_space,
     looks_like_image,
+    minatar_cnn_features,
     nature_cnn_output,
 )
 from rlexp.schema import AlgoConfig, EnvConfig, NetworkConfig
@@ -43,9 +45,10 @@ OPTIONAL_FAMILIES = {
     "ale_py": ("ale-py", "atari"),
 }
 # The package to install for a module that failed to import, where the two names differ.
-PACKAGE_OF_MODULE = {"Box2D": "box2d", "pygame": "pygame-ce", "ale_py": "ale-py"}
-# Registry namespaces whose ids a package registers when it is imported: namespace -> its module.
-NAMESPACE_MODULES = {"ALE": "ale_py"}
+PACKAGE_OF_MODULE = {"Box2D": "box2d", "pygame": "pygame-ce", "ale_py": "ale-py", "minatar": "minatar"}
+# Registry namespaces whose ids a package registers: namespace -> its module (registered on import), or
+# module:function (registered by calling it).
+NAMESPACE_MODULES = {"ALE": "ale_py", "MinAtar": "minatar.gym:register_envs"}
 
 
 def missing_dependency(env_id: str, entry_point: str, exc: BaseException) -> RLExpError:
@@ -67,16 +70,20 @@ def missing_dependency(env_id: str, entry_point: str, exc: BaseException) -> RLE
 
 
 def _register_namespace(env_id: str) -> None:
-    """Import the package that registers the namespace of ``env_id`` (``ALE/Pong-v5``: ale_py), which
-    gymnasium does not do itself. RLExpError naming the package to install if it is missing."""
+    """Import the package that registers the namespace of ``env_id`` (``ALE/Pong-v5``: ale_py;
+    ``MinAtar/Breakout-v1``: minatar's register_envs), which gymnasium does not do itself. RLExpError
+    naming the package to install if it is missing."""
     namespace = env_id.split("/", 1)[0] if "/" in env_id else None
-    module = NAMESPACE_MODULES.get(namespace or "")
-    if module is None:
+    ref = NAMESPACE_MODULES.get(namespace or "")
+    if ref is None:
         return
+    module, _, function = ref.partition(":")
     try:
-        importlib.import_module(module)
+        loaded = importlib.import_module(module)
     except ImportError as exc:
         raise missing_dependency(env_id, module, exc) from None
+    if function:
+        getattr(loaded, function)()
 
 
 def _route_mujoco_warnings() -> None:
@@ -244,6 +251,7 @@ def make_env(
     """A gymnasium env with ``cfg.wrappers`` applied and flat float observations, reset with ``seed`` and
     its action space seeded with ``action_space_seed`` (two streams of :class:`rlexp.seeding.RankSeeds`).
 
+    ``cfg.frame_stack`` > 1 stacks that many observations on a new first axis (after the wrappers).
     Observations that are Box of any shape or Discrete are flattened to one float vector (Discrete
     becomes one-hot), except images (uint8 Box of rank >= 2, :func:`rlexp.nn.is_image_space`), which
     keep their shape: a CNN encodes them, and :func:`image_observations` refuses them for an MLP.
@@ -266,6 +274,8 @@ def make_env(
     except TypeError as exc:
         raise RLExpError(f"env.kwargs={dict(cfg.kwargs)} rejected by {env_id}: {exc}") from None
     env = apply_wrappers(env, wrapper_specs(cfg.wrappers, allow_env_import))
+    if cfg.frame_stack > 1:
+        env = gym.wrappers.FrameStackObservation(env, cfg.frame_stack)
     obs_space = env.observation_space
     if isinstance(obs_space, (spaces.Box, spaces.Discrete)) and not (
         isinstance(obs_space, spaces.Box) and (len(obs_space.shape) == 1 or is_image_space(obs_space))
@@ -289,8 +299,14 @@ def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_spa
             f"{name} cannot handle the observation space {obs_space} of {env_id}; supported: Box, Discrete"
         )
     if not isinstance(act_space, algo.ACTION_SPACES):
+        from rlexp.algos import ALGOS  # here: the registry imports the algorithms, which import this module
+
         names = ", ".join(s.__name__ for s in algo.ACTION_SPACES)
-        raise RLExpError(f"{name} cannot handle the action space {act_space} of {env_id}; supported: {names}")
+        takers = sorted(n for n, a in ALGOS.items() if isinstance(act_space, a.ACTION_SPACES))
+        also = f" (for this space: {', '.join(takers)})" if takers else ""
+        raise RLExpError(
+            f"{name} cannot handle the action space {act_space} of {env_id}; supported: {names}{also}"
+        )
     if (
         algo.BOUNDED_ACTIONS
         and isinstance(act_space, spaces.Box)
@@ -344,6 +360,14 @@ def image_observations(
             f"(H, W)), but {env_id} has {what} {obs_space}; {fix}"
         )
     _, height, width = image.chw
+    image = dataclasses.replace(image, encoder=network.encoder)
+    if network.encoder == "minatar_cnn":
+        if minatar_cnn_features(image) < 1:
+            raise RLExpError(
+                f"network.encoder=minatar_cnn needs images of at least 3x3 pixels, but {env_id} has "
+                f"{height}x{width} ({obs_space})"
+            )
+        return image
     if min(nature_cnn_output(height, width)) < 1:
         smallest = NATURE_CNN_MIN_SIZE
         raise RLExpError(
@@ -458,6 +482,11 @@ def set_rng_state(env: gym.Env, state: dict[str, Any]) -> None:
     env.unwrapped.np_random.bit_generator.state = state
 
 
+# The info key of a step that ends an episode (terminated) while the game goes on: a lost life under
+# rlexp.atari.EpisodicLife. The next reset() then continues the game instead of restarting it.
+CONTINUES = "episode_continues"
+
+
 class RecordedEpisode(gym.Wrapper):
     """The outermost wrapper of every training env: keeps what rebuilds its running episode exactly,
     for checkpoints and resume.
@@ -469,51 +498,79 @@ class RecordedEpisode(gym.Wrapper):
     :meth:`replay` repeats them (at most one episode, e.g. 1000 steps, about 0.1 s). It lives inside
     the env, so in an async vector env it records in the env's own process and only
     :meth:`episode_state` and :meth:`replay` cross the pipe (:class:`VectorEpisodes`).
+
+    A game whose episodes end at each lost life (a step whose info has :data:`CONTINUES`, as
+    :class:`rlexp.atari.EpisodicLife` gives) is one recording from the game's reset: the resets that
+    continue it are recorded among its actions and replayed, and the return and length it reports are
+    the whole game's, so a run logs game scores (:meth:`episode_stats`).
     """
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self.start: dict[str, Any] = {}
         self.actions: list[Any] = []
-        self.ret = 0.0  #: the running episode's return so far
+        self.soft_resets: list[int] = []  # positions in ``actions`` where a reset continued the game
+        self.ret = 0.0  #: the running episode's (game's) return so far
+        self.continues = False  # whether the last step ended an episode of a game that goes on
         #: the episode to rebuild at the next :meth:`replay` (set through the vector env's set_attr)
         self.replay_state: dict[str, Any] | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        if self.continues and seed is None:  # the game goes on: its recording too
+            self.continues = False
+            self.soft_resets.append(len(self.actions))
+            return self.env.reset(options=options)
         self.start = {"seed": seed} if seed is not None else {"rng": rng_state(self.env)}
-        self.actions, self.ret = [], 0.0
+        self.actions, self.soft_resets, self.ret, self.continues = [], [], 0.0, False
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, ...]:
         self.actions.append(np.array(action))  # a copy: the caller may reuse its array
         result = self.env.step(action)
         self.ret += float(result[1])
+        if result[2]:
+            self.continues = bool(result[4].get(CONTINUES, False))
         return result
 
-    def episode_stats(self) -> tuple[float, int]:
-        """The running episode's return and length so far."""
-        return self.ret, len(self.actions)
+    def episode_stats(self) -> tuple[float, int] | None:
+        """The running game's return and length so far; None right after a step that ended an
+        episode of a game that goes on (a lost life: nothing to log yet)."""
+        return None if self.continues else (self.ret, len(self.actions))
 
     def episode_state(self) -> dict[str, Any]:
-        """The running episode: how it was reset (``start``) and its actions since."""
+        """The running episode: how it was reset (``start``), its actions since and where resets
+        continued the game (``soft_resets``, only when there were some)."""
         discrete = isinstance(self.env.action_space, spaces.Discrete)
         shape = () if discrete else self.env.action_space.shape
         actions = np.asarray(self.actions, dtype=np.int64 if discrete else None).reshape(-1, *shape)
-        return {"start": self.start, "actions": actions}
+        state = {"start": self.start, "actions": actions}
+        if self.soft_resets or self.continues:
+            state["soft_resets"] = np.asarray(self.soft_resets, np.int64)
+            state["continues"] = self.continues
+        return state
 
     def replay(self) -> tuple[np.ndarray, float]:
         """Rebuild the episode of ``replay_state``; return its current observation and its return so far."""
         state, self.replay_state = self.replay_state, None
         assert state is not None, "replay() without a replay_state"
         start = state["start"]
+        self.continues = False
         if "seed" in start:
             obs = self.reset(seed=int(start["seed"]))[0]
         else:
             set_rng_state(self.env, start["rng"])
             obs = self.reset()[0]
         discrete = isinstance(self.env.action_space, spaces.Discrete)
-        for a in np.asarray(state["actions"]):
+        soft = {int(i) for i in np.asarray(state.get("soft_resets", []), np.int64).reshape(-1)}
+        for i, a in enumerate(np.asarray(state["actions"])):
+            if i in soft:
+                self.continues = True
+                obs = self.reset()[0]
             obs = self.step(int(a) if discrete else a)[0]
+        if len(state["actions"]) in soft:  # a continued game before its first action
+            self.continues = True
+            obs = self.reset()[0]
+        self.continues = bool(state.get("continues", False))
         return obs, self.ret
 
 
@@ -652,9 +709,10 @@ class VectorEpisodes:
         obs, rew, terminated, truncated, self.any_ended = self.envs.step(actions)
         return obs, rew, terminated, truncated
 
-    def episodes(self) -> list[tuple[float, int]]:
+    def episodes(self) -> list[tuple[float, int] | None]:
         """The return and length of each env's running episode (of an ended one: the whole episode,
-        until :meth:`reset_ended`)."""
+        until :meth:`reset_ended`); None for an env whose episode ended at a lost life of a game that
+        goes on (:data:`CONTINUES`): its game is logged when it is over."""
         return self.envs.call("episode_stats")
 
     def reset_ended(self, ended: np.ndarray, obs: np.ndarray) -> np.ndarray:

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -116,12 +115,16 @@ def check_memory(cfg: RLExpConfig, env: Any) -> None:
     replay_size = getattr(cfg.algo, "replay_size", None)
     if replay_size is None:
         return
-    from rlexp.envs import obs_dtype
+    from rlexp.algos.off_policy import frame_stacked
+    from rlexp.buffers import transition_bytes
+    from rlexp.envs import action_dims, obs_dtype
 
-    obs_dim = int(np.prod(env.observation_space.shape)) if env.observation_space.shape else 1
-    act_dim = int(np.prod(env.action_space.shape)) if env.action_space.shape else 1
-    obs_bytes = obs_dim * np.dtype(obs_dtype(env.observation_space)).itemsize  # images: uint8
-    per_transition = 2 * obs_bytes + (act_dim + 2) * 4  # obs, obs2; float32 act, rew, done
+    obs_space = env.observation_space
+    act_shape, act_dtype = action_dims(env.action_space)
+    per_transition = transition_bytes(
+        tuple(obs_space.shape) or (1,), obs_dtype(obs_space), act_shape, act_dtype,
+        frames=frame_stacked(cfg, obs_space), **cfg.algo.replay_options(),
+    )  # fmt: skip
     need = replay_size * per_transition
     available = _available_memory()
     if available is not None and need > available:

@@ -96,6 +96,7 @@ class Normalizer:
     :param clip_reward: bound of the scaled rewards (+-).
     :param gamma: discount of the running return whose variance scales the rewards (``env.norm_gamma``,
         by default the algorithm's ``gamma``).
+    :param sign_reward: learn from the sign of each reward (``env.sign_reward``), before any scaling.
     """
 
     def __init__(
@@ -106,8 +107,13 @@ class Normalizer:
         clip_obs: float,
         clip_reward: float,
         gamma: float,
+        sign_reward: bool = False,
     ) -> None:
-        self.normalize_obs, self.normalize_reward = normalize_obs, normalize_reward
+        self.normalize_obs, self.normalize_reward, self.sign_reward = (
+            normalize_obs,
+            normalize_reward,
+            sign_reward,
+        )
         self.clip_obs, self.clip_reward, self.gamma = clip_obs, clip_reward, gamma
         self.obs_rms = RunningMeanStd(obs_shape, "observation")
         self.ret_rms = RunningMeanStd((), "reward")
@@ -136,11 +142,17 @@ class Normalizer:
         self.obs_rms.update(comm.allgather(np.asarray(obs, np.float64)).reshape(-1, *shape))
         return self.frozen_obs(obs)
 
+    def train_reward(self, reward: Any) -> Any:
+        """The reward the learner learns from, before any scaling: its sign with ``sign_reward``."""
+        return np.sign(reward) if self.sign_reward else reward
+
     def reward(self, reward: Any, episode_ended: Any) -> Any:
-        """Update the running returns with ``reward`` (every rank's, pooled) and return the scaled
-        rewards; ``episode_ended``: the step ended the episode (its running return restarts at 0). One
-        env's float and bool, or one entry per env of a vector env. A collective when rewards are
-        normalised: every rank calls it once per env step."""
+        """Update the running returns with ``reward`` (every rank's, pooled; its sign with
+        ``sign_reward``) and return the scaled rewards; ``episode_ended``: the step ended the episode
+        (its running return restarts at 0). One env's float and bool, or one entry per env of a vector
+        env. A collective when rewards are normalised: every rank calls it once per env step."""
+        if self.sign_reward:
+            reward = np.sign(reward)
         if not self.normalize_reward:
             return reward
         self.ret = self.ret * self.gamma + np.asarray(reward, np.float64)

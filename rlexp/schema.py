@@ -42,11 +42,17 @@ class EnvConfig:
     clip_obs: float = MISSING
     clip_reward: float = MISSING
     norm_gamma: float | None = MISSING
+    sign_reward: bool = MISSING
+    frame_stack: int = MISSING
     num_envs: int = MISSING
     vector: str = MISSING
 
     def validate(self) -> None:
         check(self.num_envs >= 1, f"env.num_envs={self.num_envs} is out of range; use an integer >= 1")
+        check(
+            self.frame_stack >= 1,
+            f"env.frame_stack={self.frame_stack} is out of range; use an integer >= 1 (1: no stacking)",
+        )
         check(
             self.vector in VECTOR_MODES,
             f"env.vector={self.vector!r} is unknown; choose one of: {', '.join(VECTOR_MODES)}",

@@ -184,13 +184,15 @@ def run_policy(
     seed: int = 0,
     video: VideoWriter | None = None,
 ) -> list[tuple[float, int]]:
-    """Play ``num_episodes`` episodes; print each one and a summary table (EpRet, EpLen).
+    """Play ``num_episodes`` episodes; print each one and a summary table (EpRet, EpLen). A lost life of
+    a game that goes on (:data:`rlexp.envs.CONTINUES`) does not end an episode: episodes are whole games.
 
     :param max_ep_len: end an episode after this many steps (0: only the env's own limit).
     :param seed: seed of the first reset (the later resets continue its random stream).
     :param video: when given, the frame after every reset and every step is added to it.
     :returns: (return, length) of each episode.
     """
+    from rlexp.envs import CONTINUES
     from rlexp.logger import EpochLogger
 
     logger = EpochLogger(None)
@@ -200,11 +202,16 @@ def run_policy(
         video.add(render_frame(env))
     ep_ret, ep_len = 0.0, 0
     while len(episodes) < num_episodes:
-        o, r, terminated, truncated, _ = env.step(get_action(o))
+        o, r, terminated, truncated, info = env.step(get_action(o))
         ep_ret += float(r)
         ep_len += 1
         if video is not None:
             video.add(render_frame(env))
+        if terminated and info.get(CONTINUES) and not (max_ep_len > 0 and ep_len == max_ep_len):
+            o, _ = env.reset()  # a lost life: the game goes on (rlexp.atari.EpisodicLife)
+            if video is not None:
+                video.add(render_frame(env))
+            continue
         if terminated or truncated or (max_ep_len > 0 and ep_len == max_ep_len):
             logger.store(EpRet=ep_ret, EpLen=ep_len)
             print(f"Episode {len(episodes)} \t EpRet {ep_ret:.3f} \t EpLen {ep_len}", flush=True)

@@ -54,7 +54,7 @@ def images(n: int, shape: tuple[int, ...] = IMAGE.shape, seed: int = 0) -> np.nd
 
 
 def image_learner(algo: str, backend: str, act_space: spaces.Space, *overrides: str, seed: int = 0):
-    network = "nature_cnn" if algo in ("vpg", "trpo", "ppo") else "nature_cnn_256x256"
+    network = "nature_cnn" if algo in ("vpg", "trpo", "ppo", "dqn") else "nature_cnn_256x256"
     cfg = composed(
         f"algo={algo}", f"backend={backend}", f"network={network}", "network.hidden_sizes=[16]", *overrides
     )
@@ -167,12 +167,18 @@ def test_update_and_acting_parity_on_images(algo):
 @pytest.mark.parametrize("algo", sorted(ALGOS))
 def test_every_algorithm_acts_updates_and_reloads_on_images(tmp_path, algo, backend):
     on_policy = algo in ("vpg", "trpo", "ppo")
-    act_space = DISCRETE if on_policy and backend == "tf" else BOX
+    act_space = DISCRETE if (on_policy and backend == "tf") or algo == "dqn" else BOX
     lrn = image_learner(algo, backend, act_space)
     obs = images(4, seed=8)
     a = lrn.act(obs[0], deterministic=True)
     assert np.shape(a) == (() if act_space is DISCRETE else (2,))
-    lrn.update(on_policy_batch(lrn) if on_policy else off_policy_batch())
+    if on_policy:
+        batch = on_policy_batch(lrn)
+    elif algo == "dqn":  # Discrete actions and the n-step discount of each transition
+        batch = {**off_policy_batch(), "act": np.arange(8) % 3, "discount": np.full(8, 0.99, np.float32)}
+    else:
+        batch = off_policy_batch()
+    lrn.update(batch)
     path = tmp_path / f"c{lrn.CHECKPOINT_SUFFIX}"
     lrn.save(path, {"epoch": 1})
     fresh = image_learner(algo, backend, act_space, seed=3)

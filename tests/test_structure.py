@@ -17,7 +17,7 @@ from rlexp.algos.on_policy import OnPolicyConfig
 from rlexp.nn import ACTIVATIONS
 from rlexp.seeding import STREAMS, RankSeeds
 
-from .conftest import ROOT
+from .conftest import ROOT, composed
 
 PACKAGE = ROOT / "rlexp"
 
@@ -99,16 +99,27 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_every_algo_preset_has_its_registry_entry_and_learners():
-    presets = {yaml.safe_load(p.read_text())["name"]: p.stem for p in (ROOT / "conf" / "algo").glob("*.yaml")}
-    assert sorted(presets) == sorted(ALGOS) == ["ddpg", "ppo", "sac", "td3", "trpo", "vpg"]
+    names = {
+        p.stem: (yaml.safe_load(p.read_text()) or {}).get("name")
+        for p in (ROOT / "conf" / "algo").glob("*.yaml")
+    }
+    presets = {stem for stem, name in names.items() if name == stem}  # an algorithm's own preset
+    assert sorted(presets) == sorted(ALGOS) == ["ddpg", "dqn", "ppo", "sac", "td3", "trpo", "vpg"]
+    # the other presets are variants of one (algo=rainbow: dqn with its extensions on)
+    assert {stem: rlexp_name(stem) for stem in names if stem not in presets} == {"rainbow": "dqn"}
     for name, config in ALGOS.items():
-        assert config.NAME == name == presets[name]
+        assert name == config.NAME
         family = OnPolicyLearner if issubclass(config, OnPolicyConfig) else OffPolicyLearner
         assert issubclass(config, (OnPolicyConfig, OffPolicyConfig))
         for backend in config.BACKENDS:
             learner = config.learner_class(backend)
             assert issubclass(learner, family) and issubclass(learner, Learner), (name, backend)
             assert learner.__module__ == f"rlexp.algos.{name}.{backend}"
+
+
+def rlexp_name(preset: str) -> str:
+    """algo.name of the config that ``algo=<preset>`` composes."""
+    return composed(f"algo={preset}").algo.name
 
 
 def test_one_list_of_activations_implemented_alike_by_every_backend():

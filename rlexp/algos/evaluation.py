@@ -46,7 +46,7 @@ import rlexp.comm as comm
 from rlexp.algos.learner import Learner
 from rlexp.checkpoint import BEST_INFO, CHECKPOINT_DIR, best_checkpoint_path
 from rlexp.display import epochs
-from rlexp.envs import make_env, rng_state, set_rng_state
+from rlexp.envs import CONTINUES, make_env, rng_state, set_rng_state
 from rlexp.fileio import atomic_write_text
 from rlexp.logger import EpochLogger
 from rlexp.schema import RLExpConfig
@@ -57,6 +57,8 @@ def test_agent(
     env: Any, learner: Learner, to_env: Callable[[Any], Any], episodes: int, logger: EpochLogger
 ) -> None:
     """Run ``episodes`` whole episodes with the deterministic policy; store TestEpRet and TestEpLen.
+    An episode that ends at a lost life of a game that goes on (:data:`rlexp.envs.CONTINUES`) continues
+    after its reset: test episodes are whole games.
 
     ``to_env`` maps the policy's output to what ``env.step`` takes (:meth:`AlgoConfig.env_action`).
     """
@@ -64,12 +66,15 @@ def test_agent(
         o, _ = env.reset()
         done, ep_ret, ep_len = False, 0.0, 0
         while not done:
-            o, r, terminated, truncated, _ = env.step(
+            o, r, terminated, truncated, info = env.step(
                 to_env(learner.act(learner.observe(o), deterministic=True))
             )
             ep_ret += float(r)
             ep_len += 1
             done = terminated or truncated
+            if terminated and info.get(CONTINUES):  # a lost life: the game (the test episode) goes on
+                o, _ = env.reset()
+                done = False
         logger.store(TestEpRet=ep_ret, TestEpLen=ep_len)
 
 

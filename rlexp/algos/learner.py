@@ -71,6 +71,7 @@ class Learner(ABC):
             env.clip_obs,
             env.clip_reward,
             env.norm_gamma if env.norm_gamma is not None else cfg.algo.gamma,
+            env.sign_reward,
         )
 
     # --- what the loops and test_policy call ---------------------------------------------------
@@ -205,8 +206,8 @@ def on_policy_stats(loss_pi: tuple[float, float], loss_v: tuple[float, float], *
 
 
 class OffPolicyLearner(Learner):
-    """DDPG, TD3 and SAC: actions in [-1, 1]^n (the loop maps them to the env's bounds), a counter of
-    gradient steps, and the policy's delay.
+    """DDPG, TD3, SAC and DQN: actions in [-1, 1]^n (the loop maps them to the env's bounds) or a
+    Discrete action's index, a counter of gradient steps, and the policy's delay.
 
     Each gradient step updates the critics; every ``policy_delay``-th one (TD3; 1 otherwise) also the
     policy and the target networks. :meth:`update_networks` gets that decision as ``policy_step``.
@@ -227,6 +228,10 @@ class OffPolicyLearner(Learner):
     @abstractmethod
     def explore(self, obs: np.ndarray) -> np.ndarray:
         """The action to take while training: the policy's, with exploration noise."""
+
+    def advance(self, steps: int) -> None:  # a hook: DQN's schedules; none for the others
+        """Called by the loop after every env step with the env steps so far, all ranks and envs
+        together (and once before the first, with those of the checkpoint it continues from)."""
 
     def update(self, batch: Batch) -> Stats:
         policy_step = self.n_updates % self.policy_delay == 0

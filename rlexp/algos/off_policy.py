@@ -1,8 +1,11 @@
-"""The off-policy family (DDPG, TD3, SAC): its config keys, and the loop that trains them all:
+"""The off-policy family (DDPG, TD3, SAC, DQN): its config keys, and the loop that trains them all:
 step -> store -> update -> test -> log -> checkpoint.
 
-The loop is backend-agnostic: the learner holds the math; the loop only sees numpy arrays. Actions
-are kept in [-1, 1]^n (replay buffer, learner) and mapped to the env's real bounds when stepping.
+The loop is backend-agnostic: the learner holds the math; the loop only sees numpy arrays. Box
+actions are kept in [-1, 1]^n (replay buffer, learner) and mapped to the env's real bounds when
+stepping; Discrete actions (DQN) are stored as their index. The algorithm's config says how its
+replay is built (:meth:`OffPolicyConfig.replay_options`: n-step returns, priorities); frame stacks
+(``env.frame_stack``) of images are stored a frame at a time.
 
 With ``comm.procs = N`` every rank steps its own env (or ``env.num_envs`` envs together) and fills its
 own replay buffer:
@@ -48,9 +51,10 @@ import rlexp.comm as comm
 from rlexp.algos.bookkeeping import Bookkeeping
 from rlexp.algos.learner import OffPolicyLearner
 from rlexp.buffers import ReplayBuffer
-from rlexp.envs import ActionScaler, make_vector_env, obs_dtype
+from rlexp.envs import ActionScaler, action_dims, make_vector_env, obs_dtype
 from rlexp.errors import check, check_at_least
 from rlexp.logger import EpochLogger
+from rlexp.nn import is_image_space
 from rlexp.normalize import Normalizer
 from rlexp.schema import AlgoConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
@@ -117,6 +121,32 @@ class OffPolicyConfig(AlgoConfig):
         """From [-1, 1]^n to the Box's bounds (:class:`ActionScaler`)."""
         return ActionScaler(act_space).to_env
 
+    def replay_options(self) -> dict[str, Any]:
+        """Options of this algorithm's :class:`rlexp.buffers.ReplayBuffer` beyond its shapes (none:
+        plain one-step transitions, sampled uniformly)."""
+        return {}
+
+    def beta(self, steps: int) -> float | None:
+        """Prioritized replay's importance-sampling exponent after ``steps`` env steps of all ranks
+        (None: no prioritized replay)."""
+        return None
+
+
+class DiscreteActions:
+    """The loop's view of a Discrete action space: actions are stored and stepped as their index."""
+
+    def to_env(self, a: np.ndarray) -> np.ndarray:
+        return a
+
+    def normalize(self, a: np.ndarray) -> np.ndarray:
+        return a
+
+
+def frame_stacked(cfg: RLExpConfig, obs_space: Any) -> bool:
+    """Whether observations are image stacks of ``env.frame_stack`` frames (stored a frame at a time)."""
+    k = cfg.env.frame_stack
+    return k > 1 and is_image_space(obs_space) and obs_space.shape[0] == k
+
 
 def gradient_steps(t: int, update_every: int, utd_ratio: Fraction) -> int:
     """Gradient steps owed once a rank has taken ``t`` env steps (all its envs): ``utd_ratio`` per env
@@ -151,14 +181,25 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     learner: OffPolicyLearner = algo.learner_class(cfg.backend.name)(
         envs.observation_space, envs.action_space, cfg, seeds
     )
-    scaler = ActionScaler(envs.action_space)
+    act_space = envs.action_space
+    codec = ActionScaler(act_space) if isinstance(act_space, spaces.Box) else DiscreteActions()
+    act_shape, act_dtype = action_dims(act_space)
     rng = seeds.generator("replay")
     env_steps = algo.steps_per_epoch // (size * n)  # steps of each env per epoch
     start_steps, update_after = algo.start_steps // size, algo.update_after // size
     utd = Fraction(repr(algo.utd_ratio))  # 0.3 is 3/10, not the nearest binary float
     batch_size = algo.batch_size // size
     obs_space = envs.observation_space
-    replay = ReplayBuffer(obs_space.shape, learner.act_dim, algo.replay_size // size, obs_dtype(obs_space))
+    replay = ReplayBuffer(
+        obs_space.shape,
+        act_shape,
+        algo.replay_size // size,
+        obs_dtype(obs_space),
+        act_dtype=act_dtype,
+        num_envs=n,
+        frames=frame_stacked(cfg, obs_space),
+        **algo.replay_options(),
+    )
 
     book = Bookkeeping(
         cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds, keep=algo.keep_checkpoints
@@ -174,37 +215,45 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         rng.bit_generator.state = state["replay_rng"]
         raw = envs.load_state_dict(state["episode"])
         o = norm.frozen_obs(raw)
+    learner.advance(t * size)  # the schedules of env steps (DQN's epsilon and target updates)
     timer = book.timer
     for epoch in range(book.first_epoch + 1, algo.epochs + 1):
         for _ in range(env_steps):
             with timer.phase("act"):
                 if t < start_steps:
-                    a = scaler.normalize(envs.sample_actions())
+                    a = codec.normalize(envs.sample_actions())
                 else:
                     a = np.stack([learner.explore(o[i]) for i in range(n)])
             with timer.phase("env"):
-                o2, r, terminated, truncated = envs.step(scaler.to_env(a))
+                o2, r, terminated, truncated = envs.step(codec.to_env(a))
             ended = terminated | truncated
-            norm.reward(r, ended)  # the running returns' statistics; raw rewards are stored
-            for i in range(n):
-                replay.store(raw[i], a[i], r[i], o2[i], terminated[i])
+            norm.reward(r, ended)  # the running returns' statistics; rewards are scaled when sampled
+            replay.add(raw, a, norm.train_reward(r), o2, terminated, truncated)
             raw = o2
             if envs.any_ended:
                 episodes = envs.episodes()
                 for i in np.flatnonzero(ended):
-                    logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
+                    if episodes[i] is not None:  # None: a lost life, the game goes on
+                        logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
                 with timer.phase("env"):
                     raw = envs.reset_ended(ended, o2)
             o = norm.obs(raw)
             t, before = t + n, t
+            learner.advance(t * size)
             # a burst each time t passes a multiple of update_every: the gradient steps owed since the last
             if t >= update_after and t // algo.update_every != before // algo.update_every:
                 steps = gradient_steps(t, algo.update_every, utd) - gradient_steps(
                     before, algo.update_every, utd
                 )
+                beta = algo.beta(t * size)  # prioritized replay's importance-sampling exponent
                 with timer.phase("update"):
                     for _ in range(steps):
-                        logger.store(**learner.update(normalized(replay.sample_batch(batch_size, rng), norm)))
+                        batch = replay.sample_batch(batch_size, rng, beta)
+                        indices = batch.pop("indices", None)
+                        stats = learner.update(normalized(batch, norm))
+                        if indices is not None:  # prioritized replay: the learner's new priorities
+                            replay.update_priorities(indices, stats.pop("Priority"))
+                        logger.store(**stats)
 
         book.evaluation.test(epoch)
 

@@ -181,7 +181,8 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                 for i in np.flatnonzero(ended):
                     with timer.phase("update"):
                         buf.finish_path(0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i])), i)
-                    logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
+                    if episodes[i] is not None:  # None: a lost life, the game goes on
+                        logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
                 with timer.phase("env"):
                     raw = envs.reset_ended(ended, raw)
             o = norm.obs(raw)  # the next observations (a new episode's first after an end)

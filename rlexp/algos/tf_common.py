@@ -52,6 +52,14 @@ def setup_tf(cfg: TFBackendConfig, procs: int) -> None:
         raise RLExpError(f"backend.device={cfg.device} but TensorFlow sees no GPU; use backend.device=cpu")
 
 
+def clip_by_global_norm(grads: list[tf.Tensor], max_norm: float) -> list[tf.Tensor]:
+    """``grads`` scaled to a global norm of at most ``max_norm`` as torch's clip_grad_norm_ does: by
+    max_norm / (norm + 1e-6) when the norm is larger."""
+    norm = tf.linalg.global_norm(grads)
+    scale = tf.minimum(1.0, max_norm / (norm + 1e-6))
+    return [g * scale for g in grads]
+
+
 class TFLearner(Learner):
     """Base of every TensorFlow learner: generators, compiled functions, library state and ``.npz`` checkpoints.
 
@@ -186,13 +194,9 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
 
     def clip_grads(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
         """Scale ``grads`` to a global norm of at most ``algo.max_grad_norm`` (PPO's key; none for VPG
-        and TRPO), as torch's clip_grad_norm_ does: by max_norm / (norm + 1e-6) when the norm is larger."""
+        and TRPO): :func:`clip_by_global_norm`."""
         max_norm = getattr(self.algo, "max_grad_norm", None)
-        if max_norm is None:
-            return grads
-        norm = tf.linalg.global_norm(grads)
-        scale = tf.minimum(1.0, max_norm / (norm + 1e-6))
-        return [g * scale for g in grads]
+        return grads if max_norm is None else clip_by_global_norm(grads, max_norm)
 
     def _v_step_graph(self, batch: Batch) -> None:
         with tf.GradientTape() as tape:

@@ -19,8 +19,12 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 # How observations reach the MLP heads (config check: network.encoder): ``mlp`` feeds the flat
 # observation vector as it is; ``nature_cnn`` encodes image observations with the CNN of Mnih et al.
-# (2015) into NATURE_CNN_FEATURES features. Each backend builds the CNN as ``NatureCNN``.
-ENCODERS = ("mlp", "nature_cnn")
+# (2015) into NATURE_CNN_FEATURES features; ``minatar_cnn`` encodes MinAtar's small 0/1 images with the
+# network of Young & Tian (2019): one convolution of MINATAR_CNN_CHANNELS 3x3 filters, stride 1, ReLU,
+# flattened (no scaling: the values are already 0 or 1). Each backend builds them as ``NatureCNN`` and
+# ``MinAtarCNN``.
+ENCODERS = ("mlp", "nature_cnn", "minatar_cnn")
+MINATAR_CNN_CHANNELS, MINATAR_CNN_KERNEL = 16, 3
 
 # The Nature CNN's convolutions as (out_channels, kernel, stride), each followed by a ReLU, then a
 # dense layer of NATURE_CNN_FEATURES units with a ReLU. No padding (torch's and TF's "VALID").
@@ -45,10 +49,12 @@ class Image:
         (height, width) (one channel).
     :ivar channels_first: whether the channels come first (the smaller of the first and the last
         dimension is the channels' one; on a tie, the last, gymnasium's and TF's convention).
+    :ivar encoder: the CNN that reads them (``network.encoder``: nature_cnn or minatar_cnn).
     """
 
     shape: tuple[int, ...]
     channels_first: bool
+    encoder: str = "nature_cnn"
 
     @property
     def chw(self) -> tuple[int, int, int]:
@@ -86,3 +92,10 @@ def image_layout(space: spaces.Space) -> Image | None:
         return None
     shape = tuple(int(n) for n in space.shape)
     return Image(shape, len(shape) == 3 and shape[0] < shape[2])
+
+
+def minatar_cnn_features(image: Image) -> int:
+    """The width of the MinAtar CNN's flattened output for ``image`` (0 or less: too small for its kernel)."""
+    _, height, width = image.chw
+    side = MINATAR_CNN_KERNEL - 1
+    return MINATAR_CNN_CHANNELS * max(0, height - side) * max(0, width - side)

@@ -189,3 +189,30 @@ class SquashedGaussianActing:
             return np.tanh(mu).astype(np.float32)
         std = np.exp(np.clip(h @ ws.T + bs, LOG_STD_MIN, LOG_STD_MAX))
         return np.tanh(mu + std * noise).astype(np.float32)
+
+
+class QActing:
+    """Q(s, .) of a DQN network on one observation, in numpy: one MLP (``q``), or with dueling heads
+    ``trunk`` (its activation after the last layer), ``v`` and ``a`` combined as V + A - mean(A).
+    Each is a :class:`Forward` (an :class:`MLPCopy`, or a framework's pass for a CNN network, given as
+    ``q``)."""
+
+    def __init__(
+        self, q: Forward | None = None, trunk: Forward | None = None, v: Forward | None = None,
+        a: Forward | None = None,
+    ) -> None:  # fmt: skip
+        self.q, self.parts = q, [f for f in (trunk, v, a) if f is not None]
+
+    def refresh(self) -> None:
+        """The network changed: copy its weights again before the next call."""
+        for f in [self.q] if self.q is not None else self.parts:
+            f.refresh()
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float64)
+        if self.q is not None:
+            return self.q(x)
+        trunk, v, a = self.parts
+        h = trunk(x)
+        adv = a(h)
+        return v(h) + adv - adv.mean()

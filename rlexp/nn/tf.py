@@ -24,7 +24,17 @@ import numpy as np
 import tensorflow as tf
 from gymnasium import spaces
 
-from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN, NATURE_CNN_CONVS, NATURE_CNN_FEATURES, Image, nature_cnn_output
+from rlexp.nn import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    MINATAR_CNN_CHANNELS,
+    MINATAR_CNN_KERNEL,
+    NATURE_CNN_CONVS,
+    NATURE_CNN_FEATURES,
+    Image,
+    minatar_cnn_features,
+    nature_cnn_output,
+)
 from rlexp.nn.acting import Layers
 
 # TensorFlow's versions of rlexp.nn.ACTIVATIONS
@@ -49,7 +59,7 @@ class Module(tf.Module):
     read as they are).
     """
 
-    encoder: NatureCNN | None = None
+    encoder: NatureCNN | MinAtarCNN | None = None
 
     def parameters(self) -> list[tf.Variable]:
         raise NotImplementedError
@@ -166,11 +176,48 @@ class NatureCNN(Module):
         return tf.reshape(x, tf.concat([lead, [NATURE_CNN_FEATURES]], 0))
 
 
-def encoder(obs_dim: int, image: Image | None, rng: np.random.Generator) -> tuple[NatureCNN | None, int]:
+class MinAtarCNN(Module):
+    """MinAtar's encoder, as rlexp/nn/torch.py's: the 0/1 images as float32 (not scaled), one
+    convolution of MINATAR_CNN_CHANNELS 3x3 filters with stride 1 and a ReLU, flattened in torch's
+    (C, H, W) order. Leading dimensions are kept.
+
+    :param image: the layout of one observation (:func:`rlexp.nn.image_layout`).
+    :param rng: draws the initial weights.
+    """
+
+    def __init__(self, image: Image, rng: np.random.Generator) -> None:
+        super().__init__()
+        self.image = image
+        self.conv = Conv2d(image.chw[0], MINATAR_CNN_CHANNELS, MINATAR_CNN_KERNEL, 1, rng)
+        self.features = minatar_cnn_features(image)
+
+    def parameters(self) -> list[tf.Variable]:
+        return self.conv.parameters()
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+        shape, obs = self.image.shape, tf.convert_to_tensor(obs)
+        lead = tf.shape(obs)[: obs.shape.rank - len(shape)]
+        x = tf.reshape(tf.cast(obs, tf.float32), (-1, *shape))
+        if len(shape) == 2:
+            x = x[..., None]
+        elif self.image.channels_first:
+            x = tf.transpose(x, [0, 2, 3, 1])  # NCHW -> NHWC
+        x = tf.nn.relu(self.conv(x))
+        x = tf.reshape(tf.transpose(x, [0, 3, 1, 2]), (-1, self.features))  # flattened as torch does
+        return tf.reshape(x, tf.concat([lead, [self.features]], 0))
+
+
+def encoder(
+    obs_dim: int, image: Image | None, rng: np.random.Generator
+) -> tuple[NatureCNN | MinAtarCNN | None, int]:
     """(the image encoder or None, the width of what the MLP reads): ``obs_dim`` for flat
-    observations, NATURE_CNN_FEATURES for images (a fresh :class:`NatureCNN`, drawn from ``rng``)."""
+    observations, else a fresh :class:`NatureCNN` or :class:`MinAtarCNN` (``image.encoder``, drawn
+    from ``rng``) and its features."""
     if image is None:
         return None, obs_dim
+    if image.encoder == "minatar_cnn":
+        cnn = MinAtarCNN(image, rng)
+        return cnn, cnn.features
     return NatureCNN(image, rng), NATURE_CNN_FEATURES
 
 
@@ -461,6 +508,74 @@ class SquashedGaussianActor(Module):
         logp = gaussian_log_prob(u, mu, log_std)
         logp -= tf.reduce_sum(2 * (math.log(2) - u - tf.nn.softplus(-2 * u)), axis=-1)
         return tf.tanh(u), logp
+
+
+class DiscreteQNetwork(Module):
+    """Q(s, .) over a Discrete action space, as rlexp/nn/torch.py's (the same attributes and parameter
+    order): an MLP with one output per action, or with ``dueling`` a shared ``trunk`` and two streams
+    ``v_net`` and ``a_net`` combined as V + A - mean(A)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        rng: np.random.Generator,
+        image: Image | None = None,
+        dueling: bool = False,
+    ) -> None:
+        super().__init__()
+        self.dueling = dueling
+        self.encoder, n_in = encoder(obs_dim, image, rng)
+        hidden = list(hidden_sizes)
+        if not dueling:
+            self.q_net = mlp([n_in, *hidden, n_actions], activation, rng)
+            return
+        trunk, stream = hidden[:-1], hidden[-1:]
+        self.trunk = mlp([n_in, *trunk], activation, rng, activation)
+        width = trunk[-1] if trunk else n_in
+        self.v_net = mlp([width, *stream, 1], activation, rng)
+        self.a_net = mlp([width, *stream, n_actions], activation, rng)
+
+    def parameters(self) -> list[tf.Variable]:
+        if not self.dueling:
+            return [*self.encoder_parameters(), *self.q_net.parameters()]
+        nets = (self.trunk, self.v_net, self.a_net)
+        return [*self.encoder_parameters(), *(v for net in nets for v in net.parameters())]
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+        x = self.encode(obs)
+        if not self.dueling:
+            return self.q_net(x)
+        h = self.trunk(x)
+        adv = self.a_net(h)
+        return self.v_net(h) + adv - tf.reduce_mean(adv, axis=-1, keepdims=True)
+
+
+class RMSprop(tf.Module):
+    """torch.optim.RMSprop with ``centered=True`` (the Nature DQN's and MinAtar's optimizer), written out:
+    ``s <- alpha s + (1 - alpha) g^2``, ``m <- alpha m + (1 - alpha) g``,
+    ``p <- p - lr g / (sqrt(s - m^2) + eps)``. Slots and lr are tf.Variables, as :class:`Adam`'s."""
+
+    def __init__(self, params: Sequence[tf.Variable], lr: float, alpha: float, eps: float) -> None:
+        super().__init__()
+        self.params = list(params)
+        self.alpha, self.eps = alpha, eps
+        self.lr = tf.Variable(lr, trainable=False, dtype=tf.float32)
+        self.square_avg = [tf.Variable(tf.zeros_like(p), trainable=False) for p in self.params]
+        self.grad_avg = [tf.Variable(tf.zeros_like(p), trainable=False) for p in self.params]
+
+    @property
+    def slots(self) -> list[tf.Variable]:
+        return [*self.square_avg, *self.grad_avg]
+
+    def apply(self, grads: Sequence[tf.Tensor]) -> None:
+        a = self.alpha
+        for p, g, s, m in zip(self.params, grads, self.square_avg, self.grad_avg, strict=True):
+            s.assign(a * s + (1 - a) * tf.square(g))
+            m.assign(a * m + (1 - a) * g)
+            p.assign_sub(self.lr * g / (tf.sqrt(s - tf.square(m)) + self.eps))
 
 
 class Adam(tf.Module):

@@ -20,7 +20,17 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN, NATURE_CNN_CONVS, NATURE_CNN_FEATURES, Image, nature_cnn_output
+from rlexp.nn import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    MINATAR_CNN_CHANNELS,
+    MINATAR_CNN_KERNEL,
+    NATURE_CNN_CONVS,
+    NATURE_CNN_FEATURES,
+    Image,
+    minatar_cnn_features,
+    nature_cnn_output,
+)
 from rlexp.nn.acting import Layers
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
@@ -115,11 +125,40 @@ class NatureCNN(nn.Module):
         return x.reshape(*lead, NATURE_CNN_FEATURES)
 
 
+class MinAtarCNN(nn.Module):
+    """MinAtar's encoder (Young & Tian 2019): its 0/1 images as float32 (not scaled), channels first,
+    one convolution of MINATAR_CNN_CHANNELS 3x3 filters with stride 1 and a ReLU, flattened in (C, H,
+    W) order. Leading dimensions are kept.
+
+    :param image: the layout of one observation (:func:`rlexp.nn.image_layout`).
+    """
+
+    def __init__(self, image: Image) -> None:
+        super().__init__()
+        self.image = image
+        self.conv = nn.Conv2d(image.chw[0], MINATAR_CNN_CHANNELS, MINATAR_CNN_KERNEL, 1)
+        self.features = minatar_cnn_features(image)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        shape = self.image.shape
+        lead = obs.shape[: obs.dim() - len(shape)]
+        x = obs.reshape(-1, *shape).float()
+        if len(shape) == 2:
+            x = x.unsqueeze(1)
+        elif not self.image.channels_first:
+            x = x.permute(0, 3, 1, 2)
+        return torch.relu(self.conv(x)).flatten(1).reshape(*lead, self.features)
+
+
 def encoder(obs_dim: int, image: Image | None) -> tuple[nn.Module, int]:
     """(the module that turns observations into the MLP's input, the width of that input): an
-    nn.Identity of the ``obs_dim`` flat observation for no ``image``, else a fresh :class:`NatureCNN`."""
+    nn.Identity of the ``obs_dim`` flat observation for no ``image``, else a fresh :class:`NatureCNN`
+    or :class:`MinAtarCNN` (``image.encoder``)."""
     if image is None:
         return nn.Identity(), obs_dim
+    if image.encoder == "minatar_cnn":
+        cnn = MinAtarCNN(image)
+        return cnn, cnn.features
     return NatureCNN(image), NATURE_CNN_FEATURES
 
 
@@ -344,3 +383,47 @@ class SquashedGaussianActor(nn.Module):
             logp = gaussian_log_prob(u, mu, std).sum(-1)
             logp = logp - (2 * (np.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
         return torch.tanh(u), logp
+
+
+# --- value-based (DQN): Q(s, .) over a Discrete action space.
+
+
+class DiscreteQNetwork(nn.Module):
+    """Q(s, a) for every action a of a Discrete space: an MLP over the observation (its encoder's
+    features) with one output per action.
+
+    With ``dueling`` (Wang et al. 2016) the last hidden layer becomes two streams of the same width:
+    ``v_net`` ends in V(s), ``a_net`` in the advantages A(s, .), and Q = V + A - mean(A). The hidden
+    layers before it are the shared ``trunk``. Without hidden layers both streams are linear heads on
+    the encoder's features.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+        dueling: bool = False,
+    ) -> None:
+        super().__init__()
+        self.dueling = dueling
+        self.encoder, n_in = encoder(obs_dim, image)
+        hidden = list(hidden_sizes)
+        if not dueling:
+            self.q_net = mlp([n_in, *hidden, n_actions], activation)
+            return
+        trunk, stream = hidden[:-1], hidden[-1:]
+        self.trunk = mlp([n_in, *trunk], activation, activation)
+        width = trunk[-1] if trunk else n_in
+        self.v_net = mlp([width, *stream, 1], activation)
+        self.a_net = mlp([width, *stream, n_actions], activation)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.encoder(obs)
+        if not self.dueling:
+            return self.q_net(x)
+        h = self.trunk(x)
+        adv = self.a_net(h)
+        return self.v_net(h) + adv - adv.mean(-1, keepdim=True)

@@ -1,0 +1,165 @@
+"""DQN (Mnih et al. 2015) and its proven extensions: double Q-learning, dueling heads, n-step returns and
+proportional prioritized replay, for discrete actions. It trains with the off-policy family's loop
+(:mod:`rlexp.algos.off_policy`): replay, bursts of gradient steps (``update_every``, ``utd_ratio``),
+evaluation and checkpoints are the ones DDPG, TD3 and SAC use.
+
+What each key means is written beside it in ``conf/algo/dqn.yaml``; in words:
+
+- **Acting.** For the first ``start_steps`` env steps (all ranks) actions are uniformly random; after
+  that epsilon-greedy: with probability epsilon a uniformly random action, else ``argmax_a Q(s, a)``.
+  Epsilon falls linearly from ``eps_start`` to ``eps_end`` over the first ``exploration_steps`` env
+  steps of the run (all ranks and envs together), and stays there. Test episodes are greedy.
+- **Learning.** Each gradient step minimises the ``loss`` (Huber with delta 1, or squared error)
+  between Q(s, a) and the target ``R + discount * (1 - done) * Q_targ(s', a')``, where R is the
+  (n-step) return, discount is gamma^k for the k rewards it holds, and ``a' = argmax Q_targ(s', .)``
+  or, with ``double_q``, ``argmax Q(s', .)`` (the online network chooses, the target network
+  evaluates). The gradient's global norm is clipped to ``max_grad_norm``; the optimizer is Adam or
+  centred RMSProp with ``lr`` and ``optim_eps``.
+- **Target network.** Every ``target_update_every`` env steps (all ranks) the target network becomes
+  ``polyak * targ + (1 - polyak) * Q``: a copy with ``polyak = 0`` (the Nature DQN), a slow average
+  with a ``polyak`` near 1 and a small ``target_update_every``.
+- **Dueling.** The network's last hidden layer becomes two streams of the same width, one for V(s)
+  and one for the advantages A(s, .); Q = V + A - mean(A). Without hidden layers (a CNN's features
+  only) the two heads are linear.
+- **n-step returns.** Transitions carry the discounted sum of up to ``n_step`` rewards and bootstrap
+  from the observation after them; an episode that ends first cuts them (a termination does not
+  bootstrap, a truncation does).
+- **Prioritized replay.** Transitions are sampled in proportion to ``(|TD error| + per_eps) ** per_alpha``
+  (new ones at the largest priority so far) and their loss weighted by ``(N P(i)) ** -beta`` over its
+  largest value, beta rising linearly from ``per_beta0`` to 1 over ``per_beta_steps`` env steps.
+
+With ``comm.procs = N`` the counting keys mean what they mean for SAC (rlexp/algos/off_policy.py):
+``start_steps``, ``update_after``, ``exploration_steps``, ``target_update_every`` and
+``per_beta_steps`` count the env steps of all ranks and envs; ``update_every`` and ``utd_ratio`` those
+of one rank; ``replay_size`` and ``batch_size`` are split over the ranks, each rank sampling its share
+from its own replay (with its own priorities) and the gradients averaged. Frame stacks (e.g. Atari's
+4 x 84 x 84) are stored a frame at a time (:class:`rlexp.buffers.FrameObs`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from gymnasium import spaces
+from omegaconf import MISSING
+
+from rlexp.algos.learner import OffPolicyLearner
+from rlexp.algos.off_policy import OffPolicyConfig
+from rlexp.envs import ActionAdapter
+from rlexp.errors import check, check_at_least
+from rlexp.schema import Stat
+
+OPTIMIZERS = ("adam", "rmsprop")
+LOSSES = ("huber", "mse")
+
+
+@dataclass
+class DQNConfig(OffPolicyConfig):
+    """DQN; see ``conf/algo/dqn.yaml`` for the meaning of each key and the module docstring for the
+    algorithm in words. ``lr`` is its one learning rate."""
+
+    NAME: ClassVar[str] = "dqn"
+    ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Discrete,)
+    BOUNDED_ACTIONS: ClassVar[bool] = False
+    IMAGE_NETWORK: ClassVar[str] = "nature_cnn"
+
+    optimizer: str = MISSING
+    optim_eps: float = MISSING
+    rms_alpha: float = MISSING
+    loss: str = MISSING
+    max_grad_norm: float | None = MISSING
+    target_update_every: int = MISSING
+    eps_start: float = MISSING
+    eps_end: float = MISSING
+    exploration_steps: int = MISSING
+    double_q: bool = MISSING
+    dueling: bool = MISSING
+    n_step: int = MISSING
+    prioritized: bool = MISSING
+    per_alpha: float = MISSING
+    per_beta0: float = MISSING
+    per_beta_steps: int = MISSING
+    per_eps: float = MISSING
+
+    def validate(self, procs: int) -> None:
+        super().validate(procs)
+        check(self.lr is not None, "algo.lr is required for dqn (its one learning rate); give a value > 0")
+        check(
+            self.optimizer in OPTIMIZERS,
+            f"algo.optimizer={self.optimizer!r} is unknown; choose one of: {', '.join(OPTIMIZERS)}",
+        )
+        check(self.loss in LOSSES, f"algo.loss={self.loss!r} is unknown; choose one of: {', '.join(LOSSES)}")
+        check(
+            math.isfinite(self.optim_eps) and self.optim_eps > 0,
+            f"algo.optim_eps={self.optim_eps} is out of range; use a number > 0",
+        )
+        check(
+            0.0 < self.rms_alpha < 1.0,
+            f"algo.rms_alpha={self.rms_alpha} is out of range; use 0 < rms_alpha < 1",
+        )
+        check(
+            self.max_grad_norm is None or (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0),
+            f"algo.max_grad_norm={self.max_grad_norm} is out of range; use a number > 0 or null (no clipping)",
+        )
+        for key in ("eps_start", "eps_end"):
+            value = getattr(self, key)
+            check(0.0 <= value <= 1.0, f"algo.{key}={value} is out of range; use 0 <= {key} <= 1")
+        check_at_least(self, target_update_every=1, exploration_steps=0, n_step=1, per_beta_steps=0)
+        check(
+            0.0 <= self.per_alpha <= 1.0,
+            f"algo.per_alpha={self.per_alpha} is out of range; use 0 <= per_alpha <= 1",
+        )
+        check(
+            0.0 <= self.per_beta0 <= 1.0,
+            f"algo.per_beta0={self.per_beta0} is out of range; use 0 <= per_beta0 <= 1",
+        )
+        check(
+            math.isfinite(self.per_eps) and self.per_eps > 0,
+            f"algo.per_eps={self.per_eps} is out of range; use a number > 0",
+        )
+
+    def epsilon(self, steps: int) -> float:
+        """Epsilon after ``steps`` env steps of all ranks: linear from eps_start to eps_end."""
+        if self.exploration_steps == 0 or steps >= self.exploration_steps:
+            return self.eps_end
+        return self.eps_start + (self.eps_end - self.eps_start) * steps / self.exploration_steps
+
+    def beta(self, steps: int) -> float | None:
+        """The importance-sampling exponent after ``steps`` env steps of all ranks: linear to 1 (None
+        without prioritized replay)."""
+        if not self.prioritized:
+            return None
+        if self.per_beta_steps == 0 or steps >= self.per_beta_steps:
+            return 1.0
+        return self.per_beta0 + (1.0 - self.per_beta0) * steps / self.per_beta_steps
+
+    def replay_options(self) -> dict[str, Any]:
+        """How the loop builds this algorithm's replay (:class:`rlexp.buffers.ReplayBuffer`'s options)."""
+        return {
+            "n_step": self.n_step,
+            "gamma": self.gamma,
+            "discounts": True,
+            "alpha": self.per_alpha if self.prioritized else None,
+        }
+
+    def stats(self) -> tuple[Stat, ...]:
+        return (("QVals", True), ("LossQ", False), ("Epsilon", False))
+
+    @staticmethod
+    def learner_class(backend: str) -> type[OffPolicyLearner]:
+        """DQNLearner of rlexp/algos/dqn/torch.py or tf.py (imported here, on demand)."""
+        if backend == "tf":
+            from rlexp.algos.dqn.tf import DQNLearner as TFDQNLearner
+
+            return TFDQNLearner
+        from rlexp.algos.dqn.torch import DQNLearner
+
+        return DQNLearner
+
+    @staticmethod
+    def env_action(act_space: Any) -> Callable[[Any], Any]:
+        """The greedy action index as the env's int (:class:`ActionAdapter`)."""
+        return ActionAdapter(act_space)
