@@ -167,6 +167,8 @@ def run_rlexp(
         unfinished = (run_dir / "config.yaml").is_file()
         if unfinished:  # continue it if it trains what it should
             check_reusable(run_dir, recorded_settings(run_dir), settings)
+    if _CHILDREN.stopping:  # a stop signal came: start nothing (the queued runs stay as they are)
+        raise SystemExit("bench_learning: stopped; run the same command again to continue")
     if unfinished:
         say(f"  {name}: continuing")
         cmd = [sys.executable, "-m", "rlexp", f"resume={run_dir}", "logger.console=line"]

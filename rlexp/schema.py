@@ -337,7 +337,8 @@ class RLExpConfig:
             not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
-        self.comm.validate()  # first: the algorithm's checks divide by comm.procs
+        self.comm.validate()  # first: the algorithm's checks divide by comm.procs ...
+        self.env.validate()  # ... and by env.num_envs
         self.algo.validate(self.comm.procs)
         check(
             self.algo.steps_per_epoch >= self.comm.procs * self.env.num_envs,
@@ -345,5 +346,5 @@ class RLExpConfig:
             f"{self.comm.procs * self.env.num_envs}; every env needs at least one step per epoch",
         )
         self.algo.validate_epoch(self.comm.procs, self.env.num_envs)
-        for part in (self.env, self.network, self.backend, self.score, self.logger):
+        for part in (self.network, self.backend, self.score, self.logger):
             part.validate()

@@ -190,7 +190,7 @@ def test_generic_env_preset_takes_any_registered_id():
 
 # (overrides, a fragment the one-line message must contain)
 BAD_INPUTS = [
-    (["algo=foo"], "unknown algo option 'foo'; choose one of: ddpg, ppo, sac, td3, trpo, vpg"),
+    (["algo=foo"], "unknown algo option 'foo'; choose one of: ddpg, dqn, ppo, rainbow, sac, td3, trpo, vpg"),
     (["env=NoSuchEnv-v0"], "unknown env option 'NoSuchEnv-v0'"),
     (["backend=jax"], "unknown backend option 'jax'"),
     (
@@ -314,7 +314,7 @@ def test_an_atari_id_without_ale_py_is_one_line(cli, tmp_path):
 
 def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):
     res = cli("--help")  # rlexp's own help (tests/test_console.py); Hydra's is --hydra-help
-    assert res.returncode == 0 and "  algo            ddpg, *ppo, sac, td3, trpo, vpg" in res.stdout
+    assert res.returncode == 0 and "  algo            ddpg, dqn, *ppo, rainbow, sac, td3, trpo, vpg" in res.stdout
     res = cli("--hydra-help")
     assert res.returncode == 0 and "Hydra (" in res.stdout
     res = cli("--cfg", "job", "algo.epochs=7", "env=Pendulum-v1")

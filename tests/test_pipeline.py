@@ -418,7 +418,7 @@ def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
             "tuned=ppo has no settings for env.id='Pendulum-v1'; tuned ppo presets: env=Ant-v4",
         ),
         (("tuned=ppo", "algo=sac", "env=Hopper-v4"), "tuned=ppo holds settings of algo=ppo"),
-        (("tuned=dqn",), "unknown tuned option 'dqn'; choose one of: none, ppo, sac, td3"),
+        (("tuned=foo",), "unknown tuned option 'foo'; choose one of: dqn, none, ppo, sac, td3"),
         (("algo=sac", "tuned=td3", "env=Hopper-v4"), "tuned=td3 holds settings of algo=td3"),
         (("algo=td3", "tuned=td3", "env=Pendulum-v1"), "tuned=td3 has no settings for env.id='Pendulum-v1'"),
     ]:
