@@ -30,6 +30,10 @@ How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
   0.99 / 0.97, clip 0.2, KL early stopping off on both sides (``target_kl`` huge / None) so that both
   always do all 80 steps; one env on both sides (SB3 ``n_envs=1``).
 
+- TD3-zoo, SAC-zoo: SB3-zoo's MuJoCo settings on both sides (rlexp ``tuned=td3`` / ``tuned=sac``): batch
+  256, TD3 with a 400x300 network and learning rate 1e-3, SAC at 3e-4 with automatic entropy tuning
+  (SB3 ``ent_coef="auto"``, rlexp ``autotune_alpha``), one gradient step per env step; learning starts
+  at the same step as the rows above (not the zoo's 10,000), to reach the steady state sooner.
 - PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo`` with the zoo's constant
   learning rate; SB3 with VecNormalize and the zoo's hyperparameters): 512 steps per update, 8
   minibatches of 64, 20 passes, 256x256 ReLU.
@@ -83,6 +87,21 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
             "algo.save_freq=1000",
         ]
     epochs = (warmup + window) // OFF_EPOCH + 1  # + 1: the last epoch (final checkpoint) is not timed
+    if algo in (
+        "sac-zoo",
+        "td3-zoo",
+    ):  # rlexp's tuned preset (the zoo's settings), learning from the window's start
+        base = algo.split("-")[0]
+        return [
+            f"algo={base}",
+            f"tuned={base}",
+            f"algo.epochs={epochs}",
+            f"algo.steps_per_epoch={OFF_EPOCH}",
+            f"algo.start_steps={LEARNING_STARTS}",
+            f"algo.update_after={LEARNING_STARTS}",
+            "algo.num_test_episodes=0",
+            f"algo.save_freq={epochs}",
+        ]
     common = [
         f"algo={algo}",
         "network=mlp256x256_relu",
@@ -164,24 +183,27 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
     else:
         start, stop = warmup, warmup + window
         act_dim = env.action_space.shape[0]
+        zoo = algo.endswith(
+            "-zoo"
+        )  # SB3-zoo's MuJoCo entries: batch 256; TD3 400x300, SAC lr 3e-4, auto entropy
         common = dict(
             buffer_size=1_000_000,
             learning_starts=LEARNING_STARTS,
-            batch_size=batch,
+            batch_size=256 if zoo else batch,
             tau=0.005,
             gamma=0.99,
             train_freq=1,
             gradient_steps=1,
-            learning_rate=1e-3,
-            policy_kwargs={"net_arch": [256, 256]},
+            learning_rate=3e-4 if algo == "sac-zoo" else 1e-3,
+            policy_kwargs={"net_arch": [400, 300] if algo == "td3-zoo" else [256, 256]},
             seed=0,
             device="cpu",
         )
-        if algo == "td3":
+        if algo.startswith("td3"):
             noise = NormalActionNoise(np.zeros(act_dim), 0.1 * np.ones(act_dim))
             model = TD3("MlpPolicy", env, action_noise=noise, policy_delay=2, **common)
         else:
-            model = SAC("MlpPolicy", env, ent_coef=0.2, **common)
+            model = SAC("MlpPolicy", env, ent_coef="auto" if zoo else 0.2, **common)
 
     class Timer(BaseCallback):
         """Wall-clock times at the first step >= start and >= stop (PPO: checked at rollout ends)."""
@@ -258,7 +280,10 @@ def summary(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--algos", nargs="*", default=["td3", "sac", "ppo", "ppo-zoo"], help="none: skip the SB3 tables"
+        "--algos",
+        nargs="*",
+        default=["td3", "sac", "ppo", "ppo-zoo", "td3-zoo", "sac-zoo"],
+        help="none: skip the SB3 tables",
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument("--warmup", type=int, default=1500, help="off-policy: env steps before the window")
