@@ -314,7 +314,10 @@ def test_an_atari_id_without_ale_py_is_one_line(cli, tmp_path):
 
 def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):
     res = cli("--help")  # rlexp's own help (tests/test_console.py); Hydra's is --hydra-help
-    assert res.returncode == 0 and "  algo            ddpg, dqn, *ppo, rainbow, sac, td3, trpo, vpg" in res.stdout
+    assert (
+        res.returncode == 0
+        and "  algo            ddpg, dqn, *ppo, rainbow, sac, td3, trpo, vpg" in res.stdout
+    )
     res = cli("--hydra-help")
     assert res.returncode == 0 and "Hydra (" in res.stdout
     res = cli("--cfg", "job", "algo.epochs=7", "env=Pendulum-v1")

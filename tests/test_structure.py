@@ -153,3 +153,29 @@ def test_random_streams_are_distinct_per_purpose_and_rank_and_reproducible():
 @pytest.mark.parametrize("seed", [0, 2**64 + 5])
 def test_any_non_negative_seed_gives_seeds_every_library_takes(seed):
     assert all(0 <= v < 2**63 for v in RankSeeds(seed, 3).as_dict().values())
+
+
+def test_the_numpy_tanh_of_torch_networks_has_torchs_values_and_gradients():
+    """TanhInPlace computes tanh with numpy on CPU float32 (much faster than torch's kernel there):
+    within 2 ULP of torch's values, the same gradient formula, in place, and torch's own kernel for
+    other dtypes."""
+    import torch
+
+    from rlexp.nn.torch import TanhInPlace
+
+    x = torch.linspace(-6, 6, 4001, dtype=torch.float32).reshape(-1, 1).repeat(1, 3)
+    want = torch.tanh(x)
+    a = x.clone().requires_grad_(True)
+    h = a * 1.0  # a non-leaf, as a Linear's output
+    y = TanhInPlace()(h)
+    assert y.data_ptr() == h.data_ptr()  # in place
+    ulps = (y.detach().view(torch.int32) - want.view(torch.int32)).abs().max()
+    assert int(ulps) <= 2
+    g = torch.randn_like(x)
+    y.backward(g)
+    torch.testing.assert_close(a.grad, g * (1 - y.detach() ** 2))
+    with torch.no_grad():
+        z = TanhInPlace()(x.clone())
+    torch.testing.assert_close(z, y.detach())
+    x64 = x.double()
+    assert torch.equal(TanhInPlace()(x64.clone()), torch.tanh(x64))  # float64: torch's tanh_

@@ -74,11 +74,39 @@ def linear_layers(seq: nn.Sequential) -> Layers:
     ]
 
 
+class _NumpyTanh(torch.autograd.Function):
+    """tanh in place on a contiguous float32 CPU tensor through numpy's vectorised float32 tanh, with
+    torch's backward (``grad * (1 - y^2)`` of the result). numpy's kernel is about 10x faster than
+    torch's on the CPUs measured (4,000 x 64: 0.05 against 0.55-0.65 ms; docs/benchmarks.md), which
+    made tanh a third of a Spinning Up PPO update; its results are within 1.4 ULP of the exact tanh
+    (torch's within 0.5), deterministic on a given machine."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        out = x.detach().numpy()
+        np.tanh(out, out=out)
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        return grad * (1 - y * y)
+
+
 class TanhInPlace(nn.Module):
     """``tanh`` overwriting its input: the values and gradients of nn.Tanh (whose backward uses only
-    the result), for use right after a Linear."""
+    the result), for use right after a Linear. On the CPU (contiguous float32) numpy computes it
+    (:class:`_NumpyTanh`); elsewhere torch's ``tanh_``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "cpu" and x.dtype == torch.float32 and x.is_contiguous():
+            if not torch.is_grad_enabled() or not x.requires_grad:
+                out = x.detach().numpy()
+                np.tanh(out, out=out)
+                return x
+            return _NumpyTanh.apply(x)
         return x.tanh_()
 
 
