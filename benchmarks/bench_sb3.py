@@ -59,6 +59,9 @@ from typing import Any
 from common import ROOT, SB3_VERSION, ZOO_PPO, ensure_sb3
 
 ENV = "HalfCheetah-v4"
+# The rows that run another env than ENV: DQN on CartPole-v1 (an MLP) and on Atari Pong (the Nature CNN)
+ENVS = {"dqn": "CartPole-v1", "dqn-atari": "ALE/Pong-v5"}
+DQN_REPLAY = 10_000  # dqn-atari's replay on both sides: small enough for SB3's two stacks per transition
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
 PPO_STEPS = 4000
@@ -87,10 +90,20 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
             "algo.save_freq=1000",
         ]
     epochs = (warmup + window) // OFF_EPOCH + 1  # + 1: the last epoch (final checkpoint) is not timed
-    if algo in (
-        "sac-zoo",
-        "td3-zoo",
-    ):  # rlexp's tuned preset (the zoo's settings), learning from the window's start
+    if algo == "dqn":  # the zoo's CartPole-v1 preset (tuned=dqn), learning from the window's start
+        return [
+            "algo=dqn", "tuned=dqn", f"algo.epochs={epochs}", f"algo.steps_per_epoch={OFF_EPOCH}",
+            f"algo.start_steps={LEARNING_STARTS}", f"algo.update_after={LEARNING_STARTS}",
+            "algo.num_test_episodes=0", f"algo.save_freq={epochs}",
+        ]  # fmt: skip
+    if algo == "dqn-atari":  # the zoo's Atari preset on Pong (env=atari: the same preprocessing as SB3's)
+        return [
+            "algo=dqn", "tuned=dqn", "env.id=ALE/Pong-v5", f"algo.epochs={epochs}",
+            f"algo.steps_per_epoch={OFF_EPOCH}", f"algo.start_steps={LEARNING_STARTS}",
+            f"algo.update_after={LEARNING_STARTS}", f"algo.replay_size={DQN_REPLAY}", "algo.num_test_episodes=0",
+            f"algo.save_freq={epochs}",
+        ]  # fmt: skip
+    if algo in ("sac-zoo", "td3-zoo"):  # rlexp's tuned preset (the zoo's settings)
         base = algo.split("-")[0]
         return [
             f"algo={base}",
@@ -125,7 +138,8 @@ def rlexp_sps(
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={ENV}", f"backend={backend}"]
+        env = {"dqn": "CartPole-v1", "dqn-atari": "atari"}.get(algo, ENV)  # an env preset
+        cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={env}", f"backend={backend}"]
         cmd += [f"comm.procs={procs}", *rlexp_overrides(algo, warmup, window, batch)]
         if procs == 1:
             cmd.append("backend.threads=1")
@@ -152,8 +166,34 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
     from stable_baselines3.common.noise import NormalActionNoise
 
     torch.set_num_threads(1)
-    env = gym.make(ENV)
-    if algo == "ppo-zoo":  # SB3-zoo's HalfCheetah preset, as bench_learning.py's --sb3 runs it
+    env = gym.make(ENVS.get(algo, ENV)) if algo != "dqn-atari" else None
+    if algo in ("dqn", "dqn-atari"):
+        from stable_baselines3 import DQN
+
+        start, stop = warmup, warmup + window
+        if algo == "dqn":  # the zoo's CartPole-v1 entry (tuned=dqn on rlexp's side)
+            hp: dict[str, Any] = dict(
+                learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, gamma=0.99, target_update_interval=10,
+                train_freq=256, gradient_steps=128, exploration_final_eps=0.04,
+                policy_kwargs={"net_arch": [256, 256]},
+            )  # fmt: skip
+            explore, policy = 8000, "MlpPolicy"
+        else:  # the zoo's atari entry with a small replay; SB3's own Atari wrappers and 4-frame stack
+            import ale_py
+            from stable_baselines3.common.env_util import make_atari_env
+            from stable_baselines3.common.vec_env import VecFrameStack
+
+            gym.register_envs(ale_py)
+            env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=1, seed=0), n_stack=4)
+            hp = dict(learning_rate=1e-4, batch_size=32, buffer_size=DQN_REPLAY, target_update_interval=1000,
+                      train_freq=4, gradient_steps=1, exploration_final_eps=0.01)  # fmt: skip
+            explore, policy = 1_000_000, "CnnPolicy"
+        total = stop + 1
+        model: Any = DQN(
+            policy, env, learning_starts=LEARNING_STARTS, exploration_fraction=min(1.0, explore / total),
+            seed=0, device="cpu", **hp,
+        )  # fmt: skip
+    elif algo == "ppo-zoo":  # SB3-zoo's HalfCheetah preset, as bench_learning.py's --sb3 runs it
         from stable_baselines3.common.env_util import make_vec_env
         from stable_baselines3.common.vec_env import VecNormalize
 
@@ -162,11 +202,11 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
         kwargs["activation_fn"] = torch.nn.ReLU if kwargs.pop("activation") == "relu" else torch.nn.Tanh
         kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
         venv = VecNormalize(make_vec_env(ENV, n_envs=1, seed=0), gamma=hp["gamma"])
-        model: Any = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=0, device="cpu", **hp)
+        model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=0, device="cpu", **hp)
         start, stop = ZOO_STEPS, ZOO_STEPS * (1 + max(2, window // ZOO_STEPS))
     elif algo == "ppo":
         start, stop = PPO_STEPS, PPO_STEPS * (1 + max(2, window // PPO_STEPS))
-        model: Any = PPO(
+        model = PPO(
             "MlpPolicy",
             env,
             n_steps=PPO_STEPS,
@@ -282,7 +322,7 @@ def main() -> None:
     parser.add_argument(
         "--algos",
         nargs="*",
-        default=["td3", "sac", "ppo", "ppo-zoo", "td3-zoo", "sac-zoo"],
+        default=["td3", "sac", "ppo", "ppo-zoo", "td3-zoo", "sac-zoo", "dqn", "dqn-atari"],
         help="none: skip the SB3 tables",
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
@@ -294,7 +334,7 @@ def main() -> None:
         default=100,
         help="off-policy minibatch on both sides (100: Spinning Up's and rlexp's)",
     )
-    parser.add_argument("--no-backends", action="store_true", help="skip rlexp's torch vs TF figures")
+    parser.add_argument("--no-backends", action="store_true", help="skip rlexp's TF backend (torch only)")
     parser.add_argument("--no-mpi", action="store_true", help="skip rlexp's PPO at 1/2/4 ranks")
     parser.add_argument(
         "--no-envpath",
@@ -317,21 +357,33 @@ def main() -> None:
     print(f"rlexp vs Stable-Baselines3 {SB3_VERSION} on {ENV}, CPU, 1 thread, {args.reps} repetitions")
     print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
     lines = []
+    tf_figures: dict[str, tuple[float, float]] = {}
     for algo in args.algos:
-        ours, theirs = [], []
-        for _ in range(args.reps):
+        ours, tf, theirs = [], [], []
+        for _ in range(args.reps):  # rlexp torch, rlexp tf and SB3 in turn, so all see the same load
             ours.append(child("rlexp", algo, args.warmup, args.window, args.batch))
+            if not args.no_backends:
+                tf.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="tf"))
             theirs.append(child("sb3", algo, args.warmup, args.window, args.batch))
-        ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
-        print(f"{algo:7} rlexp  {summary(ours)}")
-        print(f"{algo:7} sb3    {summary(theirs)}")
-        print(
-            f"{algo:7} ratio  median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
-        )
-        lines.append(
-            f"{algo}  rlexp {statistics.median(ours):.0f} SPS  sb3 {statistics.median(theirs):.0f} SPS  "
-            f"{statistics.median(ours) / statistics.median(theirs):.2f}x"
-        )
+        sb3 = statistics.median(theirs)
+        print(f"{algo:9} rlexp     {summary(ours)}")
+        if tf:
+            print(f"{algo:9} rlexp-tf  {summary(tf)}")
+        print(f"{algo:9} sb3       {summary(theirs)}")
+        for name, values in (("torch", ours), ("tf", tf)):
+            if not values:
+                continue
+            ratios = [a / b for a, b in zip(values, theirs, strict=True)]
+            print(
+                f"{algo:9} ratio {name:5} median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
+            )
+            label = algo if name == "torch" else f"{algo} (tf)"
+            lines.append(
+                f"{label}  rlexp {statistics.median(values):.0f} SPS  sb3 {sb3:.0f} SPS  "
+                f"{statistics.median(values) / sb3:.2f}x"
+            )
+        if tf:
+            tf_figures[algo] = (statistics.median(ours), statistics.median(tf))
     if not args.no_envpath:
         import bench_envpath
 
@@ -346,15 +398,10 @@ def main() -> None:
     print("\n".join(lines), flush=True)
 
     extra_reps = max(1, args.reps - 1)  # the secondary tables: one repetition fewer, to keep the run short
-    if not args.no_backends:
+    if tf_figures:  # from the measurements above
         print("\nrlexp torch vs tf (same matched settings; tf time / torch time, target <= 1.3x)")
-        for algo in [a for a in args.algos if a != "ppo-zoo"]:
-            t, f = [], []
-            for _ in range(extra_reps):
-                t.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="torch"))
-                f.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="tf"))
-            tm, fm = statistics.median(t), statistics.median(f)
-            print(f"{algo:5} torch {tm:7.0f} SPS  tf {fm:7.0f} SPS  tf/torch time {tm / fm:.2f}x", flush=True)
+        for algo, (tm, fm) in tf_figures.items():
+            print(f"{algo:9} torch {tm:7.0f} SPS  tf {fm:7.0f} SPS  tf/torch time {tm / fm:.2f}x", flush=True)
 
     if not args.no_mpi:
         print(f"\nrlexp PPO, comm.procs = 1/2/4 at the same global batch ({PPO_STEPS} steps per update)")
