@@ -15,15 +15,22 @@ median (min-max) over the seeds:
 beside SB3-zoo's, CleanRL's and Spinning Up's published returns (benchmarks/common.py). The last lines
 are one summary per algorithm, kind and env ending in the ratio of rlexp's det10 to SB3-zoo's number.
 
-    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg ...] [--kinds tuned defaults]
+    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults rainbow]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
         [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...]
         [--out outputs/bench_learning] [--results benchmarks/results/learning]
 
 Kinds: ``tuned`` is ``algo=ALGO tuned=ALGO`` (rlexp's tuned presets), ``defaults`` is ``algo=ALGO``
-alone (Spinning Up's defaults); PPO trains ``tuned`` unless ``--kinds`` says otherwise (``--defaults``
-adds Spinning Up's), the off-policy algorithms both. ``--sb3`` (PPO) also trains Stable-Baselines3
-2.9.2 with the zoo presets, side by side (about 560 steps/s here: 30 min a run). ``--variant LABEL
+alone (Spinning Up's defaults), ``rainbow`` (DQN) is ``algo=rainbow tuned=dqn`` (the tuned preset with
+double Q, dueling, 3-step returns and prioritized replay on); PPO trains ``tuned`` unless ``--kinds``
+says otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow``, the other off-policy
+algorithms ``tuned`` and ``defaults``. ``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the
+zoo presets, side by side (PPO: about 560 steps/s here, 30 min a run).
+
+DQN's envs are CartPole-v1 and LunarLander-v3 by default; ``--envs`` also takes MinAtar/Breakout-v1,
+MinAtar/SpaceInvaders-v1 (env=minatar) and ALE/Pong-v5 (env=atari), each at its tuned preset's budget
+(CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless ``--steps`` says otherwise; the
+reference columns are SB3-zoo's, CleanRL's and MinAtar's own DQN. ``--variant LABEL
 KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt; ``--only-variant``
 trains just that). ``--set`` adds overrides to every run (e.g. a tiny budget for a test).
 
@@ -57,10 +64,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from common import MUJOCO_ENVS, PUBLISHED, ROOT, ZOO_PPO, child_env, ensure_sb3, spread
+from common import (
+    DQN_ENVS,
+    MUJOCO_ENVS,
+    PUBLISHED,
+    REFERENCES,
+    ROOT,
+    ZOO_DQN,
+    ZOO_PPO,
+    child_env,
+    ensure_sb3,
+    spread,
+)
 
-ALGOS = ("ppo", "sac", "td3", "ddpg")
-OFF_POLICY = ("sac", "td3", "ddpg")
+ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn")
+OFF_POLICY = ("sac", "td3", "ddpg", "dqn")
 EVAL_EPISODES = 10
 TEST_EVALUATIONS = 10  # the test figure: mean AverageTestEpRet of the last this many evaluations
 OFF_POLICY_SAVE_FREQ = (
@@ -128,27 +146,48 @@ def say(text: str) -> None:
         print(text, flush=True)
 
 
+def env_overrides(algo: str, env: str) -> list[str]:
+    """The env of a benchmark: an env preset, or (DQN's MinAtar and Atari games) a preset and its id."""
+    if algo == "dqn" and env in DQN_ENVS:
+        preset, env_id = DQN_ENVS[env]
+        return [f"env={preset}", *([f"env.id={env_id}"] if env_id else [])]
+    return [f"env={env}"]
+
+
 def rlexp_overrides(
-    algo: str, kind: str, env_id: str, seed: int, steps: int, extra: list[str], variant: list[str]
+    algo: str, kind: str, env_id: str, seed: int, steps: int | None, extra: list[str], variant: list[str]
 ) -> list[str]:
     """The command line of one rlexp run. ``kind``: ``defaults`` (Spinning Up's), ``tuned`` or a
-    tuned variant (``variant``: its overrides); ``extra``: ``--set`` overrides of every run."""
-    base = [f"algo={algo}", *([] if kind == "defaults" else [f"tuned={algo}", *variant])]
-    base += [f"env={env_id}", f"seed={seed}", *extra]
+    tuned variant (``variant``: its overrides), for DQN also ``rainbow`` (algo=rainbow with the tuned
+    preset); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None: the preset's)."""
+    if kind == "rainbow":
+        base = ["algo=rainbow", f"tuned={algo}"]
+    else:
+        base = [f"algo={algo}", *([] if kind == "defaults" else [f"tuned={algo}", *variant])]
+    base += [*env_overrides(algo, env_id), f"seed={seed}", *extra]
     import rlexp
 
     composed = rlexp.compose(base)
     spe, epochs = int(composed.algo.steps_per_epoch), int(composed.algo.epochs)
-    if abs(epochs * spe - steps) >= spe:  # the preset's own epochs when they are this budget (Hopper's
-        epochs = math.ceil(steps / spe)  # CleanRL preset: 488 x 2,048), else enough for ``steps``
+    if steps is not None and abs(epochs * spe - steps) >= spe:  # the preset's own epochs when they are
+        epochs = math.ceil(steps / spe)  # this budget (Hopper's CleanRL preset: 488 x 2,048), else enough
     tail = [f"algo.epochs={epochs}", "logger.episodes=true"]
     if algo in OFF_POLICY and not any(o.startswith("algo.save_freq=") for o in base):
         tail.append(f"algo.save_freq={OFF_POLICY_SAVE_FREQ}")
     return [*base, *tail]
 
 
+def budget(algo: str, env_id: str) -> int:
+    """The env steps of the tuned preset of ``algo`` on ``env_id`` (epochs x steps_per_epoch)."""
+    import rlexp
+
+    with _compose_lock:
+        composed = rlexp.compose([f"algo={algo}", f"tuned={algo}", *env_overrides(algo, env_id)])
+    return int(composed.algo.epochs) * int(composed.algo.steps_per_epoch)
+
+
 def run_name(algo: str, kind: str, env_id: str, seed: int) -> str:
-    return f"{algo}-{kind}_{env_id}_s{seed}"
+    return f"{algo}-{kind}_{env_id.replace('/', '-')}_s{seed}"
 
 
 def run_rlexp(
@@ -297,13 +336,13 @@ def evaluate(run_dir: str) -> float:
     return statistics.fmean(returns)
 
 
-def run_sb3(env_id: str, seed: int, steps: int, results: Path) -> dict[str, Any]:
-    """Train (or reuse) SB3 PPO with the zoo preset of ``env_id``; return its figures."""
-    result_file = results / f"sb3-ppo-zoo_{env_id}_s{seed}.json"
+def run_sb3(algo: str, env_id: str, seed: int, steps: int, results: Path) -> dict[str, Any]:
+    """Train (or reuse) SB3's ``algo`` with the zoo preset of ``env_id``; return its figures."""
+    result_file = results / f"sb3-{algo}-zoo_{env_id.replace('/', '-')}_s{seed}.json"
     if result_file.is_file():
         return json.loads(result_file.read_text())
     proc = subprocess.run(
-        [sys.executable, __file__, "--sb3-child", env_id, str(seed), str(steps)],
+        [sys.executable, __file__, "--sb3-child", algo, env_id, str(seed), str(steps)],
         cwd=ROOT,
         env=child_env(),
         check=True,
@@ -311,46 +350,63 @@ def run_sb3(env_id: str, seed: int, steps: int, results: Path) -> dict[str, Any]
         text=True,
     )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
+    from rlexp.fileio import atomic_write_text
+
     results.mkdir(parents=True, exist_ok=True)
-    result_file.write_text(json.dumps(result, indent=1))
+    atomic_write_text(result_file, json.dumps(result, indent=1) + "\n")
     return result
 
 
-def sb3_child(env_id: str, seed: int, steps: int) -> dict[str, Any]:
-    """One SB3 run (in this process): the zoo's setup (one env, VecNormalize with the algorithm's gamma)."""
+def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
+    """One SB3 run (in this process) with the zoo's setup: PPO with one env and VecNormalize (the
+    algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack."""
     ensure_sb3()
+    import gymnasium as gym
     import numpy as np
     import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
+    from stable_baselines3 import DQN, PPO
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
     torch.set_num_threads(1)
-    hp = dict(ZOO_PPO[env_id])
-    kwargs = dict(hp.pop("policy_kwargs"))
-    if "activation" in kwargs:
-        kwargs["activation_fn"] = {"relu": torch.nn.ReLU}[kwargs.pop("activation")]
-        kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
-    venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=hp["gamma"])
-    model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=seed, device="cpu", verbose=0, **hp)
+    if algo == "dqn":
+        hp = dict(ZOO_DQN[env_id])
+        if env_id.startswith("ALE/"):
+            import ale_py
+
+            gym.register_envs(ale_py)
+            game = env_id.split("/")[1].split("-")[0]
+            venv = VecFrameStack(make_atari_env(f"{game}NoFrameskip-v4", n_envs=1, seed=seed), n_stack=4)
+            model: Any = DQN("CnnPolicy", venv, seed=seed, device="cpu", verbose=0, **hp)
+        else:
+            venv = make_vec_env(env_id, n_envs=1, seed=seed)
+            model = DQN("MlpPolicy", venv, seed=seed, device="cpu", verbose=0, **hp)
+    else:
+        hp = dict(ZOO_PPO[env_id])
+        kwargs = dict(hp.pop("policy_kwargs"))
+        if "activation" in kwargs:
+            kwargs["activation_fn"] = {"relu": torch.nn.ReLU}[kwargs.pop("activation")]
+            kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
+        venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=hp["gamma"])
+        model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=seed, device="cpu", verbose=0, **hp)
     start = time.time()
     model.learn(total_timesteps=steps)
     wall = time.time() - start
     last100 = statistics.fmean(float(e["r"]) for e in model.ep_info_buffer)
-    venv.training, venv.norm_reward = False, False
+    if isinstance(venv, VecNormalize):
+        venv.training, venv.norm_reward = False, False
     returns = []
     for i in range(EVAL_EPISODES):
         venv.seed(10_000 + i)
-        obs, done, total = venv.reset(), False, 0.0
-        while not done:
+        obs, total = venv.reset(), None
+        while total is None:  # until the Monitor reports a whole episode (Atari: a game, not a life)
             action, _ = model.predict(obs, deterministic=True)
-            obs, _, dones, infos = venv.step(action)
-            done = bool(dones[0])
-            if done:
+            obs, _, _, infos = venv.step(action)
+            if "episode" in infos[0]:
                 total = float(infos[0]["episode"]["r"])
         returns.append(total)
     return {
-        "algo": "ppo",
+        "algo": algo,
         "kind": "sb3",
         "env": env_id,
         "seed": seed,
@@ -366,30 +422,34 @@ def sb3_child(env_id: str, seed: int, steps: int) -> dict[str, Any]:
 def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: argparse.Namespace) -> None:
     """The table (median (min-max) over seeds) and one summary line per kind and env."""
     published = PUBLISHED.get(algo, {})
-    print(
-        f"\n{algo}, {args.steps:,} steps, seeds {' '.join(map(str, args.seeds))}; median (min-max) over seeds"
-    )
-    print("| env | kind | test (last 10 evals) | det10 | last100 | SPS | SB3-zoo | CleanRL | Spinning Up |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    refs = REFERENCES.get(algo, REFERENCES["default"])
+    budget = f"{args.steps:,} steps" if args.steps else "each preset's budget"
+    print(f"\n{algo}, {budget}, seeds {' '.join(map(str, args.seeds))}; median (min-max) over seeds")
+    print(f"| env | kind | test (last 10 evals) | det10 | last100 | SPS | {' | '.join(h for _, h in refs)} |")
+    print("|---|---|---:|---:|---:|---:|" + "---:|" * len(refs))
     for env_id in envs:
-        ref = [published.get(p, {}).get(env_id) for p in ("sb3-zoo", "cleanrl", "spinup")]
-        refs = " | ".join("-" if v is None else f"{v:,.0f}" for v in ref)
+        ref = [published.get(key, {}).get(env_id) for key, _ in refs]
+        cells = " | ".join("-" if v is None else f"{v:,.0f}" for v in ref)
         for kind in kinds:
             runs = results.get((kind, env_id), [])
             tests = [r["test"] for r in runs if r.get("test") is not None]
             print(
                 f"| {env_id} | {kind} | {spread(tests)} | {spread([r['det10'] for r in runs])} | "
-                f"{spread([r['last100'] for r in runs])} | {spread([r['sps'] for r in runs])} | {refs} |"
+                f"{spread([r['last100'] for r in runs])} | {spread([r['sps'] for r in runs])} | {cells} |"
             )
     print()
     for kind in kinds:
         for env_id in envs:
             runs = results.get((kind, env_id), [])
-            zoo = published.get("sb3-zoo", {}).get(env_id)
-            if runs and zoo:
+            key, name = next(
+                ((k, h) for k, h in refs if published.get(k, {}).get(env_id)), (None, None)
+            )  # the first reference that has a number for this env
+            if runs and key:
+                ref = published[key][env_id]
                 det = statistics.median(r["det10"] for r in runs)
                 print(
-                    f"{algo} {kind:10s} {env_id:15s} rlexp {det:,.0f}  sb3-zoo {zoo:,.0f}  {det / zoo:.2f}x"
+                    f"{algo} {kind:10s} {env_id:15s} rlexp {det:,.1f}  {name} {ref:,.1f}  "
+                    f"{det / ref if ref > 0 else float('nan'):.2f}x"
                 )
 
 
@@ -397,14 +457,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", nargs="+", default=["ppo"], choices=ALGOS, help="one or several")
     parser.add_argument(
-        "--kinds", nargs="+", choices=["tuned", "defaults"], help="default: see the docstring"
+        "--kinds", nargs="+", choices=["tuned", "defaults", "rainbow"], help="default: see the docstring"
     )
-    parser.add_argument("--envs", nargs="+", default=list(MUJOCO_ENVS), help="env presets")
+    parser.add_argument(
+        "--envs", nargs="+", help="env presets (default: the MuJoCo three; DQN: CartPole-v1 LunarLander-v3)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=1_000_000, help="env steps per run")
+    parser.add_argument(
+        "--steps", type=int, help="env steps per run (default 1,000,000; DQN: each tuned preset's budget)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time (one thread each)")
     parser.add_argument("--defaults", action="store_true", help="PPO: also train Spinning Up's defaults")
-    parser.add_argument("--sb3", action="store_true", help="PPO: also train SB3 with the zoo presets (slow)")
+    parser.add_argument(
+        "--sb3", action="store_true", help="PPO, DQN: also train SB3 with the zoo presets (slow)"
+    )
     parser.add_argument(
         "--variant",
         nargs="+",
@@ -421,23 +487,30 @@ def main() -> None:
         "--results", type=Path, default=ROOT / "benchmarks" / "results" / "learning", help="result files"
     )
     parser.add_argument("--evaluate", help=argparse.SUPPRESS)
-    parser.add_argument("--sb3-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--sb3-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.evaluate:
         print(evaluate(args.evaluate))
         return
     if args.sb3_child:
-        env_id, seed, steps = args.sb3_child
-        print(json.dumps(sb3_child(env_id, int(seed), int(steps))))
+        algo, env_id, seed, steps = args.sb3_child
+        print(json.dumps(sb3_child(algo, env_id, int(seed), int(steps))))
         return
-    if args.sb3 and args.algo != ["ppo"]:
-        parser.error("--sb3 trains SB3's PPO zoo presets: use it with --algo ppo alone")
+    if args.sb3 and args.algo not in (["ppo"], ["dqn"]):
+        parser.error("--sb3 trains SB3's PPO or DQN zoo presets: use it with --algo ppo or --algo dqn alone")
+    if args.envs is None:
+        args.envs = ["CartPole-v1", "LunarLander-v3"] if args.algo == ["dqn"] else list(MUJOCO_ENVS)
+    if args.steps is None and args.algo != ["dqn"]:
+        args.steps = 1_000_000
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: use 1 or more")
     variant = f"tuned-{args.variant[0]}" if args.variant else None
     kinds_of: dict[str, list[str]] = {}
     for algo in args.algo:
-        kinds = list(args.kinds or (["tuned", "defaults"] if algo in OFF_POLICY else ["tuned"]))
+        default = {"dqn": ["tuned", "rainbow"]}.get(
+            algo, ["tuned", "defaults"] if algo in OFF_POLICY else ["tuned"]
+        )
+        kinds = list(args.kinds or default)
         if args.defaults and "defaults" not in kinds:
             kinds.append("defaults")
         kinds_of[algo] = ([] if args.only_variant else kinds) + ([variant] if variant else [])
@@ -470,12 +543,14 @@ def main() -> None:
         for task, r in zip(tasks, pool.map(one, tasks), strict=True):
             results[task[0]].setdefault((task[1], task[2]), []).append(r)
     if args.sb3:
+        (algo,) = args.algo
         for env_id in args.envs:
             for seed in args.seeds:
-                results["ppo"].setdefault(("sb3", env_id), []).append(
-                    run_sb3(env_id, seed, args.steps, args.results)
+                steps = args.steps or budget(algo, env_id)
+                results[algo].setdefault(("sb3", env_id), []).append(
+                    run_sb3(algo, env_id, seed, steps, args.results)
                 )
-        kinds_of["ppo"].append("sb3")
+        kinds_of[algo].append("sb3")
     for algo in args.algo:
         report(algo, kinds_of[algo], args.envs, results[algo], args)
 

@@ -30,12 +30,54 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
         "cleanrl": {"HalfCheetah-v4": 9635.0, "Hopper-v4": 2310.0, "Walker2d-v4": 3591.0},
         "spinup": {"HalfCheetah-v4": 11500.0, "Hopper-v4": 3150.0, "Walker2d-v4": 4250.0},
     },
+    # DQN: SB3-zoo (one run; CartPole at 5e4 steps, LunarLander at 1e5, Atari at 1e7), CleanRL (3 seeds),
+    # MinAtar's own DQN curves at 5M frames (Young & Tian 2019, read off its figure)
+    "dqn": {
+        "sb3-zoo": {"CartPole-v1": 500.0, "LunarLander-v3": 154.4, "ALE/Pong-v5": 20.6},
+        "cleanrl": {"CartPole-v1": 488.7, "ALE/Pong-v5": 20.3},
+        "minatar": {"MinAtar/Breakout-v1": 10.0, "MinAtar/SpaceInvaders-v1": 43.0},
+    },
     "td3": {
         "sb3-zoo": {"HalfCheetah-v4": 9656.0, "Hopper-v4": 3606.0, "Walker2d-v4": 4718.0},
         "cleanrl": {"HalfCheetah-v4": 9583.0, "Hopper-v4": 3135.0, "Walker2d-v4": 4058.0},
         "spinup": {"HalfCheetah-v4": 9750.0, "Hopper-v4": 2860.0, "Walker2d-v4": 4000.0},
     },
 }
+
+# The reference columns of each algorithm's table (keys of PUBLISHED[algo]) and their headings.
+REFERENCES = {
+    "dqn": (("sb3-zoo", "SB3-zoo"), ("cleanrl", "CleanRL"), ("minatar", "MinAtar DQN")),
+    "default": (("sb3-zoo", "SB3-zoo"), ("cleanrl", "CleanRL"), ("spinup", "Spinning Up")),
+}
+
+# DQN's benchmark envs: name -> (env preset, env.id or None). The budget of each is its tuned=dqn preset's
+# (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless --steps says otherwise.
+DQN_ENVS: dict[str, tuple[str, str | None]] = {
+    "CartPole-v1": ("CartPole-v1", None),
+    "LunarLander-v3": ("LunarLander-v3", None),
+    "MinAtar/Breakout-v1": ("minatar", "MinAtar/Breakout-v1"),
+    "MinAtar/SpaceInvaders-v1": ("minatar", "MinAtar/SpaceInvaders-v1"),
+    "ALE/Pong-v5": ("atari", "ALE/Pong-v5"),
+}
+
+# SB3-zoo's DQN presets (hyperparams/dqn.yml) in SB3's own keys: bench_learning's --sb3 runs with --algo dqn.
+ZOO_DQN: dict[str, dict[str, Any]] = {
+    "CartPole-v1": dict(
+        learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+        target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+        exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]),
+    ),
+    "LunarLander-v3": dict(
+        learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0, gamma=0.99,
+        target_update_interval=250, train_freq=4, gradient_steps=-1, exploration_fraction=0.12,
+        exploration_final_eps=0.1, policy_kwargs=dict(net_arch=[256, 256]),
+    ),
+    "ALE/Pong-v5": dict(
+        learning_rate=1e-4, batch_size=32, buffer_size=100_000, learning_starts=100_000,
+        target_update_interval=1000, train_freq=4, gradient_steps=1, exploration_fraction=0.1,
+        exploration_final_eps=0.01, optimize_memory_usage=False,
+    ),
+}  # fmt: skip
 
 # SB3-zoo's PPO presets (hyperparams/ppo.yml, the v3 entries) in SB3's own keys: bench_learning's
 # --sb3 runs and bench_sb3's ppo-zoo row.
