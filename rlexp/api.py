@@ -53,9 +53,15 @@ class Policy:
     _to_env: Any
 
     def __call__(self, obs: Any, deterministic: bool | None = None) -> Any:
-        """The action for one observation; ``deterministic`` overrides the policy's default."""
+        """The action for one observation; ``deterministic`` overrides the policy's default. A recurrent
+        policy (``network.recurrent``) remembers the observations since its last :meth:`reset`."""
         det = self.deterministic if deterministic is None else deterministic
         return self._to_env(self._learner.act(self._learner.observe(np.asarray(obs)), deterministic=det))
+
+    def reset(self) -> None:
+        """Start a new episode: a recurrent policy's memory back to zero (call it after each
+        ``env.reset()``); nothing for a feed-forward policy."""
+        self._learner.reset_state(-1)
 
 
 @dataclass

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.signal
 
 import rlexp.comm as comm
+from rlexp.nn import Sequences
 
 
 def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
@@ -38,6 +39,11 @@ class GAEBuffer:
     :param value_target: what ``ret`` (the value function's target) holds: ``rewards_to_go``, the
         discounted return from each step (Spinning Up), or ``lambda_return``, the step's GAE advantage
         plus its value at collection time (SB3 and CleanRL; computed before advantages are normalised).
+    :param recurrent: for recurrent networks, (state parts per network, e.g. ``{"pi": 2, "v": 2}`` for
+        LSTMs' h and c, the state's size, ``seq_len``): :meth:`store` then also takes each env's state
+        before the step and whether the step starts an episode, and :meth:`get` returns the
+        observations as :class:`rlexp.nn.Sequences`: each env's segment cut at episode starts and every
+        ``seq_len`` steps, each piece starting from its recorded state.
     """
 
     def __init__(
@@ -52,8 +58,14 @@ class GAEBuffer:
         normalize_adv: bool = True,
         num_envs: int = 1,
         value_target: str = "rewards_to_go",
+        recurrent: tuple[dict[str, int], int, int] | None = None,
     ) -> None:
         n = num_envs
+        self.recurrent = recurrent
+        if recurrent is not None:
+            parts, width, _ = recurrent
+            self.states = np.zeros((size, n, sum(parts.values()) * width), dtype=np.float32)
+            self.starts = np.zeros((size, n), dtype=np.bool_)
         self.obs = np.zeros((size, n, *np.atleast_1d(obs_dim)), dtype=obs_dtype)
         self.act = np.zeros((size, n, *act_shape), dtype=act_dtype)
         self.rew = np.zeros((size, n), dtype=np.float32)
@@ -66,11 +78,16 @@ class GAEBuffer:
         self.ptr, self.size, self.num_envs = 0, size, n
         self.path_start = np.zeros(n, np.int64)
 
-    def store(self, obs: np.ndarray, act: Any, rew: Any, val: Any, logp: Any) -> None:
-        """Append one step of every env (one row per env; with one env, that env's values alone)."""
+    def store(
+        self, obs: np.ndarray, act: Any, rew: Any, val: Any, logp: Any, states: Any = None, starts: Any = None
+    ) -> None:
+        """Append one step of every env (one row per env; with one env, that env's values alone);
+        recurrent networks: also each env's state before the step and whether the step starts an episode."""
         assert self.ptr < self.size, "GAEBuffer is full"
         i = self.ptr
         self.obs[i], self.act[i], self.rew[i], self.val[i], self.logp[i] = obs, act, rew, val, logp
+        if self.recurrent is not None:
+            self.states[i], self.starts[i] = states, starts
         self.ptr += 1
 
     def finish_path(self, last_val: float = 0.0, env: int = 0) -> None:
@@ -85,6 +102,12 @@ class GAEBuffer:
         else:
             self.ret[path, env] = discount_cumsum(rews, self.gamma)[:-1]
         self.path_start[env] = self.ptr
+
+    def sequences(self) -> Sequences:
+        """The epoch's observations as training sequences for recurrent networks
+        (:class:`rlexp.nn.Sequences`): each env's steps cut where an episode starts and every
+        ``seq_len`` steps, each piece with the state recorded before its first step, env after env."""
+        return _gae_sequences(self)
 
     def get(self) -> dict[str, np.ndarray]:
         """The full epoch (obs, act, ret, adv, logp, val), env after env, advantages normalised unless
@@ -102,13 +125,37 @@ class GAEBuffer:
             mean, std = comm.statistics_scalar(adv)
             adv = (adv - mean) / (std + 1e-8)
         return dict(
-            obs=flat(self.obs),
+            obs=self.sequences() if self.recurrent is not None else flat(self.obs),
             act=flat(self.act),
             ret=flat(self.ret),
             adv=adv.astype(np.float32),
             logp=flat(self.logp),
             val=flat(self.val),
         )
+
+
+def _gae_sequences(buf: GAEBuffer) -> Sequences:
+    """:meth:`GAEBuffer.sequences`: each env's column cut at episode starts and every seq_len steps."""
+    assert buf.recurrent is not None
+    parts, width, seq_len = buf.recurrent
+    pieces = []  # (env, first step, end step), env-major in time: the order of the flattened arrays
+    for env in range(buf.num_envs):
+        first = 0
+        for t in range(1, buf.size + 1):
+            if t == buf.size or buf.starts[t, env] or t - first == seq_len:
+                pieces.append((env, first, t))
+                first = t
+    length = max(t1 - t0 for _, t0, t1 in pieces)
+    obs = np.zeros((len(pieces), length, *buf.obs.shape[2:]), buf.obs.dtype)
+    valid = np.zeros((len(pieces), length), np.bool_)
+    for k, (env, t0, t1) in enumerate(pieces):
+        obs[k, : t1 - t0], valid[k, : t1 - t0] = buf.obs[t0:t1, env], True
+    first_states = np.stack([buf.states[t0, env] for env, t0, _ in pieces])
+    states, at = {}, 0
+    for key, n in parts.items():
+        states[key] = tuple(first_states[:, at + i * width : at + (i + 1) * width] for i in range(n))
+        at += n * width
+    return Sequences(obs, valid, states)
 
 
 def transition_bytes(

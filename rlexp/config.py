@@ -238,13 +238,15 @@ def _add_value_target_key(raw: DictConfig) -> None:
 def _add_later_group_keys(raw: DictConfig) -> None:
     """A run from before keys were added to the env, algo, tuned and comm groups trains on as it did:
     each missing key takes the value of the preset that introduced it, which keeps the old behaviour
-    (the env pipeline from conf/config.yaml: no wrappers, no normalisation; an algorithm's new keys
-    from its conf/algo/ preset: all off; tuned: none; comm.nodes etc.: one node)."""
+    (the env pipeline from conf/config.yaml: no wrappers, no normalisation; the network's memory from
+    there too: none; an algorithm's new keys from its conf/algo/ preset: all off; tuned: none;
+    comm.nodes etc.: one node)."""
     conf = Path(CONF_DIR)
     sources = {
         "env": OmegaConf.load(conf / "config.yaml").get("env"),
         "tuned": OmegaConf.load(conf / "tuned" / "none.yaml"),
         "comm": OmegaConf.load(conf / "comm" / "mpi.yaml"),
+        "network": OmegaConf.load(conf / "config.yaml").get("network"),
     }
     algo = raw.get("algo")
     preset = conf / "algo" / f"{algo.get('name')}.yaml" if isinstance(algo, DictConfig) else None

@@ -202,20 +202,27 @@ def wrapper_specs(wrappers: Any, allow_env_import: bool = True) -> list[tuple[st
 
 
 def _wrapper_class(name: str, index: int, allow_env_import: bool) -> type:
-    """The wrapper class ``name``: gymnasium.wrappers.<name>, or <Class> of module for ``module:Class``."""
+    """The wrapper class ``name``: gymnasium.wrappers.<name> (else rlexp.wrappers.<name>), or <Class> of
+    module for ``module:Class``."""
     if ":" in name:
         module, attr = _import_module_of(
             name, f"env.wrappers[{index}]={name!r}", "module:Class", allow_env_import
         )
         cls = getattr(sys.modules[module], attr, None)
     else:
-        cls = getattr(gym.wrappers, name, None)
+        import rlexp.wrappers
+
+        cls = getattr(gym.wrappers, name, None) or getattr(rlexp.wrappers, name, None)
     if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
+        import rlexp.wrappers
+
         known = sorted(
             n
-            for n in dir(gym.wrappers)
-            if isinstance(getattr(gym.wrappers, n), type)
-            and issubclass(getattr(gym.wrappers, n), gym.Wrapper)
+            for module in (gym.wrappers, rlexp.wrappers)
+            for n in dir(module)
+            if isinstance(getattr(module, n), type)
+            and issubclass(getattr(module, n), gym.Wrapper)
+            and getattr(module, n).__module__.startswith(module.__name__)
             and n not in STATEFUL_WRAPPERS
             and not n.endswith("V0")
         )

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from rlexp.errors import check
-from rlexp.nn import ACTIVATIONS, ENCODERS
+from rlexp.errors import ConfigError, check
+from rlexp.nn import ACTIVATIONS, ENCODERS, RECURRENT, RECURRENT_CRITIC
 
 # A statistic a learner logs each epoch: (key, with_min_and_max). False = its average only.
 Stat = tuple[str, bool]
@@ -79,6 +79,10 @@ class NetworkConfig:
     encoder: str = MISSING
     hidden_sizes: list[int] = MISSING
     activation: str = MISSING
+    recurrent: str | None = MISSING
+    recurrent_size: int = MISSING
+    recurrent_critic: str = MISSING
+    seq_len: int = MISSING
 
     def validate(self) -> None:
         check(
@@ -93,6 +97,18 @@ class NetworkConfig:
             self.encoder in ENCODERS,
             f"network.encoder={self.encoder!r} is unknown; choose one of: {', '.join(ENCODERS)}",
         )
+        check(
+            self.recurrent is None or self.recurrent in RECURRENT,
+            f"network.recurrent={self.recurrent!r} is unknown; choose one of: {', '.join(RECURRENT)} or null",
+        )
+        check(
+            self.recurrent_critic in RECURRENT_CRITIC,
+            f"network.recurrent_critic={self.recurrent_critic!r} is unknown; choose one of: "
+            f"{', '.join(RECURRENT_CRITIC)}",
+        )
+        for key in ("recurrent_size", "seq_len"):
+            value = getattr(self, key)
+            check(value >= 1, f"network.{key}={value} is out of range; use an integer >= 1")
 
 
 @dataclass
@@ -180,6 +196,7 @@ class AlgoConfig:
     """
 
     NAME: ClassVar[str] = ""  # the id of algo=NAME and of the preset's ``name`` key
+    RECURRENT: ClassVar[bool] = False  # whether it trains recurrent networks (network.recurrent)
     LR_KEYS: ClassVar[tuple[str, ...]] = ()  # the learning rates that ``lr`` sets
     ACTION_SPACES: ClassVar[tuple[type, ...]] = ()  # the gymnasium action space classes it supports
     BOUNDED_ACTIONS: ClassVar[bool] = False  # whether a Box action space must have finite bounds
@@ -348,3 +365,23 @@ class RLExpConfig:
         self.algo.validate_epoch(self.comm.procs, self.env.num_envs)
         for part in (self.network, self.backend, self.score, self.logger):
             part.validate()
+        if self.network.recurrent is not None and not self.algo.RECURRENT:
+            from rlexp.algos import (
+                ALGOS,  # here: the registry imports every algorithm, which import this module
+            )
+
+            takers = ", ".join(sorted(n for n, a in ALGOS.items() if a.RECURRENT))
+            raise ConfigError(
+                f"network.recurrent={self.network.recurrent} is for the algorithms that train on sequences "
+                f"({takers}), not {self.algo.name}; use network.recurrent=null"
+            )
+        minibatches = getattr(self.algo, "num_minibatches", 0)
+        if self.network.recurrent is not None and minibatches > 0:
+            steps = self.algo.steps_per_epoch // (self.comm.procs * self.env.num_envs)
+            fewest = self.env.num_envs * -(-steps // self.network.seq_len)  # sequences a rank has at least
+            check(
+                minibatches <= fewest,
+                f"algo.num_minibatches={minibatches} is more than the {fewest} sequences a rank may have per "
+                f"epoch ({self.env.num_envs} envs x {steps} steps cut every network.seq_len="
+                f"{self.network.seq_len}); a recurrent minibatch holds whole sequences",
+            )

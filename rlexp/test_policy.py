@@ -116,6 +116,7 @@ def load_policy_and_env(
     def get_action(obs: np.ndarray) -> Any:
         return to_env(learner.act(learner.observe(obs), deterministic=deterministic))
 
+    get_action.reset = lambda: learner.reset_state(-1)  # type: ignore[attr-defined]  # a new episode (memory)
     return env, get_action, epoch
 
 
@@ -190,6 +191,7 @@ def run_policy(
     :param max_ep_len: end an episode after this many steps (0: only the env's own limit).
     :param seed: seed of the first reset (the later resets continue its random stream).
     :param video: when given, the frame after every reset and every step is added to it.
+    ``get_action.reset()``, where it exists (recurrent policies), is called after every reset.
     :returns: (return, length) of each episode.
     """
     from rlexp.envs import CONTINUES
@@ -197,7 +199,9 @@ def run_policy(
 
     logger = EpochLogger(None)
     episodes = []
+    reset = getattr(get_action, "reset", lambda: None)  # recurrent policies: a zero state per episode
     o, _ = env.reset(seed=seed)
+    reset()
     if video is not None:
         video.add(render_frame(env))
     ep_ret, ep_len = 0.0, 0
@@ -209,6 +213,7 @@ def run_policy(
             video.add(render_frame(env))
         if terminated and info.get(CONTINUES) and not (max_ep_len > 0 and ep_len == max_ep_len):
             o, _ = env.reset()  # a lost life: the game goes on (rlexp.atari.EpisodicLife)
+            reset()
             if video is not None:
                 video.add(render_frame(env))
             continue
@@ -219,6 +224,7 @@ def run_policy(
             ep_ret, ep_len = 0.0, 0
             if len(episodes) < num_episodes:
                 o, _ = env.reset()
+                reset()
                 if video is not None:
                     video.add(render_frame(env))
     logger.log_tabular("EpRet", with_min_and_max=True)

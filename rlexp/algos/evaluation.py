@@ -64,6 +64,7 @@ def test_agent(
     """
     for _ in range(episodes):
         o, _ = env.reset()
+        learner.reset_state(-1)  # recurrent networks: the test episode starts from a zero state
         done, ep_ret, ep_len = False, 0.0, 0
         while not done:
             o, r, terminated, truncated, info = env.step(
@@ -74,6 +75,7 @@ def test_agent(
             done = terminated or truncated
             if terminated and info.get(CONTINUES):  # a lost life: the game (the test episode) goes on
                 o, _ = env.reset()
+                learner.reset_state(-1)  # as in training: each life an episode of the agent
                 done = False
         logger.store(TestEpRet=ep_ret, TestEpLen=ep_len)
 

@@ -25,7 +25,7 @@ from rlexp.checkpoint import check_meta, checkpoint_meta
 from rlexp.envs import image_observations
 from rlexp.errors import RLExpError
 from rlexp.nn import Image
-from rlexp.nn.acting import ActorCriticActing
+from rlexp.nn.acting import ActorCriticActing, RecurrentActing
 from rlexp.normalize import Normalizer
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
@@ -82,6 +82,10 @@ class Learner(ABC):
     @abstractmethod
     def update(self, batch: Batch) -> Stats:
         """One update on ``batch`` (numpy arrays); returns the statistics to log."""
+
+    def reset_state(self, env: int) -> None:  # noqa: B027 (a hook: recurrent networks only)
+        """A new episode in env ``env`` (``-1``: the one :meth:`act` plays): recurrent networks start
+        from a zero state; nothing to do for the others."""
 
     def refresh(self) -> None:  # noqa: B027 (a hook: most learners have a copy to re-take, some none)
         """Re-take the numpy copy of the weights that acting uses, after the parameters changed
@@ -166,13 +170,30 @@ class OnPolicyLearner(Learner):
 
     acting: ActorCriticActing
 
-    def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
-        return self.acting.step(obs)
+    @property
+    def recurrent(self) -> bool:
+        """Whether the networks have memory (``network.recurrent``): acting keeps a state per env."""
+        return isinstance(self.acting, RecurrentActing)
 
-    def value(self, obs: np.ndarray) -> float:
-        """V(obs) for one observation (the bootstrap value of a cut path)."""
+    def step(self, obs: np.ndarray, env: int = 0) -> tuple[np.ndarray, float, float]:
+        """Sample an action for one observation of env ``env`` (recurrent networks: from that env's
+        state, which moves on); return (action, V(obs), log-prob of the action)."""
+        return (
+            self.acting.step(obs, env) if isinstance(self.acting, RecurrentActing) else self.acting.step(obs)
+        )
+
+    def value(self, obs: np.ndarray, env: int = 0) -> float:
+        """V(obs) for one observation (the bootstrap value of a cut path; recurrent: after env
+        ``env``'s state, which stays as it is)."""
+        if isinstance(self.acting, RecurrentActing):
+            return self.acting.value(obs, env)
         return self.acting.value(obs)
+
+    def reset_state(self, env: int) -> None:
+        """A new episode in env ``env`` (``-1``: the state that :meth:`act` keeps): its recurrent
+        state back to zero. Nothing for feed-forward networks."""
+        if isinstance(self.acting, RecurrentActing):
+            self.acting.reset(env)
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """A sample, or with ``deterministic`` the mean (Box) / the most likely action (Discrete)."""

@@ -63,6 +63,7 @@ class OnPolicyConfig(AlgoConfig):
     """
 
     ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Box, spaces.Discrete)
+    RECURRENT: ClassVar[bool] = True  # the loop trains recurrent networks on sequences (network.recurrent)
 
     lam: float = MISSING
     value_target: str | None = MISSING
@@ -119,6 +120,14 @@ class OnPolicyConfig(AlgoConfig):
         return ActionAdapter(act_space)
 
 
+def recurrent_layout(cfg: RLExpConfig) -> tuple[dict[str, int], int, int]:
+    """How a recurrent run's states are laid out in the buffer: (parts per network, size, seq_len)."""
+    net = cfg.network
+    parts = 2 if net.recurrent == "lstm" else 1  # h and c, or h
+    layout = {"pi": parts, **({"v": parts} if net.recurrent_critic == "separate" else {})}
+    return layout, net.recurrent_size, net.seq_len
+
+
 def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopRequest) -> None:
     """Train ``cfg.algo`` for ``cfg.algo.epochs`` epochs, logging to ``logger`` and checkpointing in ``run_dir``.
 
@@ -138,6 +147,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     env_steps = algo.steps_per_epoch // (size * n)  # steps of each env per epoch
     obs_space = envs.observation_space
     act_shape, act_dtype = action_dims(envs.action_space)
+    recurrent = learner.recurrent  # memory: a state per env, stored with each step, reset per episode
     buf = GAEBuffer(
         obs_space.shape,
         act_shape,
@@ -149,6 +159,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         normalize_adv=algo.epoch_adv_norm,
         num_envs=n,
         value_target=algo.value_targets,
+        recurrent=recurrent_layout(cfg) if recurrent else None,
     )
     norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
     # this step's actions, values and log-probabilities, one row per env (filled in place), and the
@@ -158,38 +169,56 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
 
     book = Bookkeeping(cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds)
     state = book.loop_state
+    # recurrent networks: each env's state before its next step, and whether that step starts an episode
+    rnn_states, starts = (
+        (np.zeros((n, learner.acting.state(0).size), np.float32), np.ones(n, np.bool_))
+        if recurrent
+        else (None, None)
+    )
     if state is None:
         raw = envs.reset([seeds.indexed("env", i) for i in range(n)])
         o = norm.obs(raw)
     else:  # the statistics in the checkpoint already hold these observations
         raw = envs.load_state_dict(state["episode"])
         o = norm.frozen_obs(raw)
+        if recurrent:
+            for i, flat in enumerate(np.asarray(state["recurrent_states"])):
+                learner.acting.set_state(i, flat)
+            starts = np.asarray(state["starts"], np.bool_).copy()
     timer = book.timer
     for epoch in range(book.first_epoch, algo.epochs):
         learner.start_epoch(epoch)
         for t in range(env_steps):
             with timer.phase("act"):  # each env's observation in turn, from the one acting generator
+                if recurrent:
+                    for i in range(n):
+                        rnn_states[i] = learner.acting.state(i)  # before the step: the sequences start there
                 for i in range(n):
-                    a[i], v[i], logp[i] = learner.step(o[i])
+                    a[i], v[i], logp[i] = learner.step(o[i], i)
             with timer.phase("env"):
                 raw, r, terminated, truncated = envs.step(to_env.batch(a))
             ended = terminated | truncated
-            buf.store(o, a, norm.reward(r, ended), v, logp)
+            buf.store(o, a, norm.reward(r, ended), v, logp, rnn_states, starts)
             vvals[t * n : (t + 1) * n] = v
+            if recurrent:
+                starts = ended.copy()  # an ended env's next step starts its next episode
             if envs.any_ended:
                 episodes = envs.episodes()
                 for i in np.flatnonzero(ended):
                     with timer.phase("update"):
-                        buf.finish_path(0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i])), i)
+                        buf.finish_path(
+                            0.0 if terminated[i] else learner.value(norm.frozen_obs(raw[i]), i), i
+                        )
                     if episodes[i] is not None:  # None: a lost life, the game goes on
                         logger.store(EpRet=episodes[i][0], EpLen=episodes[i][1])
+                    learner.reset_state(i)  # memory: a new episode starts from a zero state
                 with timer.phase("env"):
                     raw = envs.reset_ended(ended, raw)
             o = norm.obs(raw)  # the next observations (a new episode's first after an end)
             if t == env_steps - 1:  # the epoch ends: cut the running paths
                 with timer.phase("update"):
                     for i in np.flatnonzero(~ended):
-                        buf.finish_path(learner.value(o[i]), i)
+                        buf.finish_path(learner.value(o[i], i), i)
         logger.store(VVals=vvals.copy())
         with timer.phase("update"):
             logger.store(**learner.update(buf.get()))
@@ -200,6 +229,12 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         logger.log_tabular("VVals", with_min_and_max=True)
         logger.log_tabular("TotalEnvInteracts", (epoch + 1) * env_steps * n * size)
         if book.end_epoch(epoch + 1, env_steps * n * size):
-            book.checkpoint(epoch + 1, {"episode": envs.state_dict(raw)})
+            loop_state: dict[str, Any] = {"episode": envs.state_dict(raw)}
+            if recurrent:  # each env's memory (float64, as acting keeps it) and its next step's start flag
+                loop_state["recurrent_states"] = np.stack(
+                    [learner.acting.state(i, np.float64) for i in range(n)]
+                )
+                loop_state["starts"] = starts
+            book.checkpoint(epoch + 1, loop_state)
         if book.finished:
             break

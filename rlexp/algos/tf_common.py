@@ -24,8 +24,9 @@ from rlexp.checkpoint import load_npz, save_npz
 from rlexp.cluster import rank_gpu
 from rlexp.comm.tf import avg_grads, sync_variables
 from rlexp.errors import RLExpError
-from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy
-from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, TFForward, linear_layers
+from rlexp.nn import Sequences
+from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy, RecurrentActing, RecurrentCell
+from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, Recurrent, TFForward, linear_layers
 from rlexp.schema import RLExpConfig, TFBackendConfig
 from rlexp.seeding import RankSeeds
 
@@ -154,6 +155,8 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
             self.image,
             algo.log_std_init,
             algo.ortho_init,
+            None if net.recurrent is None else (net.recurrent, net.recurrent_size),
+            net.recurrent_critic,
         )
         self.sync(self.ac)
         self.vf_optimizer = Adam(self.ac.v.parameters(), lr=algo.vf_lr, eps=algo.adam_eps)
@@ -161,6 +164,9 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.numpy()) if isinstance(pi, GaussianActor) else None
+        if net.recurrent is not None:  # numpy heads and cells after the encoder (a CNN's through TF)
+            self.acting = self.recurrent_acting(head, log_std)
+            return
         if self.image is None:
             pi_out: Forward = MLPCopy(lambda: linear_layers(head), net.activation)
             v_out: Forward = MLPCopy(lambda: linear_layers(v.v_net), net.activation)
@@ -169,6 +175,37 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
             v_out = TFForward(self.function(lambda o: v.v_net(v.encode(o))))
         self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng)
 
+    def recurrent_acting(self, head: Module, log_std: Any) -> RecurrentActing:
+        """Acting with recurrent networks, as the torch learner's: the encoders (a CNN through a
+        compiled TF function), then each network's recurrent cell and MLP head in numpy."""
+        net, pi, v = self.cfg.network, self.ac.pi, self.ac.v
+
+        def cell(encoder: Recurrent) -> RecurrentCell:
+            return RecurrentCell(
+                encoder.kind,
+                lambda: [
+                    (encoder.weight_ih.numpy(), encoder.bias_ih.numpy()),
+                    (encoder.weight_hh.numpy(), encoder.bias_hh.numpy()),
+                ],
+            )
+
+        def inner(encoder: Recurrent) -> Forward | None:
+            return None if encoder.inner is None else TFForward(self.function(encoder.inner))
+
+        assert isinstance(pi.encoder, Recurrent)
+        separate = isinstance(v.encoder, Recurrent)
+        return RecurrentActing(
+            MLPCopy(lambda: linear_layers(head), net.activation),
+            MLPCopy(lambda: linear_layers(v.v_net), net.activation),
+            log_std,
+            self.rng,
+            cell(pi.encoder),
+            cell(v.encoder) if separate else None,  # type: ignore[arg-type]
+            self.cfg.env.num_envs,
+            inner(pi.encoder),
+            inner(v.encoder) if separate else None,  # type: ignore[arg-type]
+        )
+
     def modules(self) -> dict[str, Module]:
         return {"ac": self.ac}
 
@@ -176,9 +213,19 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         return {"vf": self.vf_optimizer}
 
     def tensors(self, batch: Batch) -> Batch:
-        """The epoch's arrays as tensors (actions as int64 for Discrete)."""
+        """The epoch's arrays as tensors (actions as int64 for Discrete; recurrent networks'
+        observations as :class:`rlexp.nn.Sequences` of tensors)."""
+        seqs = batch.get("obs")
+        if isinstance(seqs, Sequences):
+            batch = {**batch, "obs": np.zeros(0)}
         out = super().tensors(batch)
         out["act"] = tf.cast(out["act"], tf.int64 if self.discrete else tf.float32)
+        if isinstance(seqs, Sequences):
+            out["obs"] = Sequences(
+                tf.constant(seqs.obs),
+                tf.constant(seqs.valid),
+                {k: tuple(tf.constant(x) for x in v) for k, v in seqs.states.items()},
+            )
         return out
 
     def loss_v(self, batch: Batch) -> tf.Tensor:

@@ -22,8 +22,9 @@ from rlexp.checkpoint import load_torch, save_torch
 from rlexp.cluster import rank_gpu
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.errors import RLExpError
-from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy
-from rlexp.nn.torch import ActorCritic, GaussianActor, TorchForward, linear_layers
+from rlexp.nn import Sequences
+from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy, RecurrentActing, RecurrentCell
+from rlexp.nn.torch import ActorCritic, GaussianActor, Recurrent, TorchForward, linear_layers
 from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -243,12 +244,17 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
                 self.image,
                 algo.log_std_init,
                 algo.ortho_init,
+                None if net.recurrent is None else (net.recurrent, net.recurrent_size),
+                net.recurrent_critic,
             ).to(self.device)
         self.sync(self.ac)
         self.vf_optimizer = adam(self.ac.v.parameters(), algo.vf_lr, algo.adam_eps)
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.detach().cpu().numpy()) if isinstance(pi, GaussianActor) else None
+        if net.recurrent is not None:  # numpy heads and cells after the encoder (a CNN's in torch)
+            self.acting = self.recurrent_acting(head, log_std)
+            return
         if self.image is None:
             pi_out: Forward = MLPCopy(lambda: linear_layers(head), net.activation)
             v_out: Forward = MLPCopy(lambda: linear_layers(v.v_net), net.activation)
@@ -257,6 +263,38 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
             v_out = TorchForward(lambda o: v.v_net(v.encoder(o)), self.device)
         self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng)
 
+    def recurrent_acting(self, head: torch.nn.Sequential, log_std: Any) -> RecurrentActing:
+        """Acting with recurrent networks: the encoders (a CNN through torch), then each network's
+        recurrent cell and MLP head in numpy, a state per env of the rank (and one for ``act``)."""
+        net, pi, v = self.cfg.network, self.ac.pi, self.ac.v
+
+        def cell(encoder: Recurrent) -> RecurrentCell:
+            rnn = encoder.rnn
+            return RecurrentCell(
+                encoder.kind,
+                lambda: [
+                    (rnn.weight_ih_l0.detach().cpu().numpy(), rnn.bias_ih_l0.detach().cpu().numpy()),
+                    (rnn.weight_hh_l0.detach().cpu().numpy(), rnn.bias_hh_l0.detach().cpu().numpy()),
+                ],
+            )
+
+        def inner(encoder: Recurrent) -> Forward | None:
+            return None if self.image is None else TorchForward(encoder.inner, self.device)
+
+        assert isinstance(pi.encoder, Recurrent)
+        separate = isinstance(v.encoder, Recurrent)
+        return RecurrentActing(
+            MLPCopy(lambda: linear_layers(head), net.activation),
+            MLPCopy(lambda: linear_layers(v.v_net), net.activation),
+            log_std,
+            self.rng,
+            cell(pi.encoder),
+            cell(v.encoder) if separate else None,  # type: ignore[arg-type]
+            self.cfg.env.num_envs,
+            inner(pi.encoder),
+            inner(v.encoder) if separate else None,  # type: ignore[arg-type]
+        )
+
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"ac": self.ac}
 
@@ -264,9 +302,20 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
         return {"vf": self.vf_optimizer}
 
     def tensors(self, batch: Batch) -> Batch:
-        """The epoch's arrays as tensors on the device (actions as int64 for Discrete)."""
+        """The epoch's arrays as tensors on the device (actions as int64 for Discrete; recurrent
+        networks' observations as :class:`rlexp.nn.Sequences` of tensors)."""
+        seqs = batch.get("obs")
+        if isinstance(seqs, Sequences):
+            batch = {**batch, "obs": np.zeros(0)}
         out = super().tensors(batch)
         out["act"] = out["act"].long() if self.discrete else out["act"].float()
+        if isinstance(seqs, Sequences):
+            dev = self.device
+            out["obs"] = Sequences(
+                torch.as_tensor(seqs.obs, device=dev),
+                torch.as_tensor(seqs.valid, device=dev),
+                {k: tuple(torch.as_tensor(x, device=dev) for x in v) for k, v in seqs.states.items()},
+            )
         return out
 
     def loss_v(self, batch: Batch) -> torch.Tensor:

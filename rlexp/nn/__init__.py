@@ -5,6 +5,7 @@ the lists of activations and encoders, and the geometry of image observations an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
@@ -24,6 +25,11 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 # flattened (no scaling: the values are already 0 or 1). Each backend builds them as ``NatureCNN`` and
 # ``MinAtarCNN``.
 ENCODERS = ("mlp", "nature_cnn", "minatar_cnn")
+# Memory (config check: network.recurrent): a recurrent layer between the encoder and the MLP of each
+# on-policy network, PyTorch's LSTM or GRU equations on every backend (nn/torch.py, nn/tf.py, nn/acting.py).
+RECURRENT = ("lstm", "gru")
+# network.recurrent_critic: V's own recurrent layer, or the policy's output read without its gradient
+RECURRENT_CRITIC = ("separate", "shared")
 MINATAR_CNN_CHANNELS, MINATAR_CNN_KERNEL = 16, 3
 
 # The Nature CNN's convolutions as (out_channels, kernel, stride), each followed by a ReLU, then a
@@ -99,3 +105,38 @@ def minatar_cnn_features(image: Image) -> int:
     _, height, width = image.chw
     side = MINATAR_CNN_KERNEL - 1
     return MINATAR_CNN_CHANNELS * max(0, height - side) * max(0, width - side)
+
+
+class Sequences(NamedTuple):
+    """A batch of training sequences for recurrent networks (numpy arrays, or a backend's tensors): each
+    env's epoch segment cut at episode starts and every ``network.seq_len`` steps, padded to one length.
+
+    :ivar obs: (S, L, *observation) observations, padded with zeros after each sequence's end.
+    :ivar valid: (S, L) bool: which steps are real (a prefix of each row).
+    :ivar states: the recurrent state before each sequence's first step, per network: ``"pi"`` and
+        ``"v"`` (when V has its own layer), each a tuple of (S, size) arrays, (h,) for a GRU, (h, c)
+        for an LSTM; zeros where the sequence starts an episode.
+
+    A network returns its outputs at the valid steps only, in row-major order: each sequence's steps in
+    time order, sequence after sequence. That is the order of the epoch's other arrays (actions,
+    advantages, ...), which are not padded. A NamedTuple, so that TensorFlow's compiled functions take it
+    as a nested structure of tensors.
+    """
+
+    obs: Any
+    valid: Any
+    states: dict[str, tuple[Any, ...]]
+
+    def num_sequences(self) -> int:
+        return int(self.valid.shape[0])
+
+    def select(self, idx: np.ndarray, take: Any) -> tuple[Sequences, np.ndarray]:
+        """The sequences ``idx`` and the rows of the epoch's other arrays that they hold; ``take(x, idx)``
+        indexes an array along its first axis (``x[idx]``, or ``tf.gather``)."""
+        valid = self.valid.cpu() if hasattr(self.valid, "cpu") else self.valid  # a torch tensor on a GPU
+        lengths = np.asarray(valid).sum(axis=1)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        rows = [np.arange(starts[i], starts[i] + lengths[i]) for i in idx]
+        states = {k: tuple(take(x, idx) for x in v) for k, v in self.states.items()}
+        picked = Sequences(take(self.obs, idx), take(self.valid, idx), states)
+        return picked, np.concatenate(rows) if rows else np.zeros(0, np.int64)

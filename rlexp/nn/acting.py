@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -216,3 +216,137 @@ class QActing:
         h = trunk(x)
         adv = a(h)
         return v(h) + adv - adv.mean()
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class RecurrentCell(WeightCopy):
+    """One step of PyTorch's LSTM or GRU in numpy, on a float64 copy of its weights.
+
+    :param kind: ``lstm`` or ``gru``.
+    :param read: returns ``[(weight_ih, bias_ih), (weight_hh, bias_hh)]`` in torch's layout.
+    """
+
+    def __init__(self, kind: str, read: Callable[[], Layers]) -> None:
+        super().__init__(read)
+        self.kind = kind
+
+    @property
+    def size(self) -> int:
+        return int(self.layers[1][0].shape[1])
+
+    def zero_state(self) -> tuple[np.ndarray, ...]:
+        h = np.zeros(self.size)
+        return (h, h.copy()) if self.kind == "lstm" else (h,)
+
+    def __call__(
+        self, x: np.ndarray, state: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """(output, new state) for one input ``x`` and the state before it."""
+        (w_ih, b_ih), (w_hh, b_hh) = self.layers
+        gx, gh = w_ih @ x + b_ih, w_hh @ state[0] + b_hh
+        if self.kind == "lstm":
+            i, f, g, o = np.split(gx + gh, 4)
+            c = _sigmoid(f) * state[1] + _sigmoid(i) * np.tanh(g)
+            h = _sigmoid(o) * np.tanh(c)
+            return h, (h, c)
+        xr, xz, xn = np.split(gx, 3)
+        hr, hz, hn = np.split(gh, 3)
+        r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+        h = (1 - z) * np.tanh(xn + r * hn) + z * state[0]
+        return h, (h,)
+
+
+class RecurrentActing(ActorCriticActing):
+    """:class:`ActorCriticActing` for recurrent networks: each network's encoder (``pi_in``, ``v_in``:
+    the identity, or a framework's CNN pass), its recurrent cell, then the MLP head, with a recurrent
+    state per slot: one per env of the rank (:meth:`step`, :meth:`value`) and one for :meth:`act`
+    (test episodes, test_policy, the Python API). ``v_cell`` None: V reads the policy's output.
+
+    A slot's state starts at zero and is reset to zero with :meth:`reset` when its episode ends;
+    :meth:`state` flattens it (pi's h [and c], then V's) for the buffer and the checkpoints.
+    """
+
+    def __init__(
+        self,
+        pi: Forward,
+        v: Forward,
+        log_std: Callable[[], np.ndarray] | None,
+        rng: np.random.Generator,
+        pi_cell: RecurrentCell,
+        v_cell: RecurrentCell | None,
+        slots: int,
+        pi_in: Forward | None = None,
+        v_in: Forward | None = None,
+    ) -> None:
+        super().__init__(pi, v, log_std, rng)
+        self.pi_cell, self.v_cell, self.pi_in, self.v_in = pi_cell, v_cell, pi_in, v_in
+        self.slots = slots
+        self.states: list[dict[str, tuple[np.ndarray, ...]]] = [self.zero() for _ in range(slots + 1)]
+
+    def refresh(self) -> None:
+        super().refresh()
+        for f in (self.pi_cell, self.v_cell, self.pi_in, self.v_in):
+            if f is not None:
+                f.refresh()
+
+    def zero(self) -> dict[str, tuple[np.ndarray, ...]]:
+        state = {"pi": self.pi_cell.zero_state()}
+        if self.v_cell is not None:
+            state["v"] = self.v_cell.zero_state()
+        return state
+
+    def reset(self, slot: int) -> None:
+        """A new episode in env ``slot`` (``-1``: :meth:`act`'s)."""
+        self.states[slot] = self.zero()
+
+    def _forward(
+        self, obs: np.ndarray, slot: int
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[np.ndarray, ...]]]:
+        """(policy head output, V, the state after ``obs``) from slot ``slot``'s state."""
+        x = np.asarray(obs, dtype=np.float64)
+        state = self.states[slot]
+        f_pi, s_pi = self.pi_cell(x if self.pi_in is None else self.pi_in(x), state["pi"])
+        new = {"pi": s_pi}
+        if self.v_cell is None:
+            f_v = f_pi
+        else:
+            f_v, new["v"] = self.v_cell(x if self.v_in is None else self.v_in(x), state["v"])
+        return self.pi(f_pi), self.v(f_v), new
+
+    def step(self, obs: np.ndarray, slot: int = 0) -> tuple[np.ndarray, float, float]:  # type: ignore[override]
+        out, v, new = self._forward(obs, slot)
+        self.states[slot] = new
+        a, logp = self._sample(out)
+        return a, float(v[0]), logp
+
+    def value(self, obs: np.ndarray, slot: int = 0) -> float:  # type: ignore[override]
+        """V(obs) after env ``slot``'s state, which stays as it is (a bootstrap value)."""
+        return float(self._forward(obs, slot)[1][0])
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        out, _, new = self._forward(obs, -1)
+        self.states[-1] = new
+        if not deterministic:
+            return self._sample(out)[0]
+        return np.int64(np.argmax(out)) if self.discrete else out.astype(np.float32)
+
+    def state(self, slot: int, dtype: Any = np.float32) -> np.ndarray:
+        """Slot ``slot``'s state as one vector: pi's h (and c), then V's (float32 for the buffer,
+        float64, as it is, for checkpoints)."""
+        parts = [x for key in ("pi", "v") if key in self.states[slot] for x in self.states[slot][key]]
+        return np.concatenate(parts).astype(dtype)
+
+    def set_state(self, slot: int, flat: np.ndarray) -> None:
+        """The inverse of :meth:`state`."""
+        flat = np.asarray(flat, np.float64)
+        parts, at = {}, 0
+        for key, cell in (("pi", self.pi_cell), ("v", self.v_cell)):
+            if cell is None:
+                continue
+            n = len(cell.zero_state())
+            parts[key] = tuple(flat[at + k * cell.size : at + (k + 1) * cell.size].copy() for k in range(n))
+            at += n * cell.size
+        self.states[slot] = parts

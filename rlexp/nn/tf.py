@@ -32,6 +32,7 @@ from rlexp.nn import (
     NATURE_CNN_CONVS,
     NATURE_CNN_FEATURES,
     Image,
+    Sequences,
     minatar_cnn_features,
     nature_cnn_output,
 )
@@ -59,7 +60,7 @@ class Module(tf.Module):
     read as they are).
     """
 
-    encoder: NatureCNN | MinAtarCNN | None = None
+    encoder: Module | None = None
 
     def parameters(self) -> list[tf.Variable]:
         raise NotImplementedError
@@ -207,18 +208,95 @@ class MinAtarCNN(Module):
         return tf.reshape(x, tf.concat([lead, [self.features]], 0))
 
 
+# (kind, size, role) of a recurrent layer: lstm or gru, its units, and the Sequences.states key it reads
+RecurrentSpec = tuple[str, int, str]
+
+
+class Recurrent(Module):
+    """rlexp/nn/torch.py's Recurrent: an encoder (None: the observations as they are) followed by
+    PyTorch's LSTM or GRU equations, written out (gates i, f, g, o / r, z, n in torch's order; weights
+    ``weight_ih`` (gates x size, n_in), ``weight_hh``, ``bias_ih``, ``bias_hh`` in torch's layout and
+    initialisation, uniform in +-1/sqrt(size)), run over time with ``tf.scan``. It takes
+    :class:`rlexp.nn.Sequences` and returns the output at their valid steps (row-major)."""
+
+    def __init__(
+        self, inner: Module | None, n_in: int, spec: RecurrentSpec, rng: np.random.Generator
+    ) -> None:
+        super().__init__()
+        self.kind, self.size, self.role = spec
+        self.inner = inner
+        gates = (4 if self.kind == "lstm" else 3) * self.size
+        bound = 1.0 / math.sqrt(self.size)
+
+        def draw(*shape: int) -> tf.Variable:
+            return tf.Variable(rng.uniform(-bound, bound, shape).astype(np.float32))
+
+        self.weight_ih, self.weight_hh = draw(gates, n_in), draw(gates, self.size)
+        self.bias_ih, self.bias_hh = draw(gates), draw(gates)
+
+    def parameters(self) -> list[tf.Variable]:
+        own = [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]  # torch's order
+        return [*([] if self.inner is None else self.inner.parameters()), *own]
+
+    def step(self, gx: tf.Tensor, state: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
+        """One step from the input's gate pre-activations ``gx`` (x W_ih^T + b_ih); the new state."""
+        gh = tf.matmul(state[0], self.weight_hh, transpose_b=True) + self.bias_hh
+        if self.kind == "lstm":
+            i, f, g, o = tf.split(gx + gh, 4, axis=-1)
+            c = tf.sigmoid(f) * state[1] + tf.sigmoid(i) * tf.tanh(g)
+            return tf.sigmoid(o) * tf.tanh(c), c
+        xr, xz, xn = tf.split(gx, 3, axis=-1)
+        hr, hz, hn = tf.split(gh, 3, axis=-1)
+        r, z = tf.sigmoid(xr + hr), tf.sigmoid(xz + hz)
+        n = tf.tanh(xn + r * hn)
+        return ((1 - z) * n + z * state[0],)
+
+    def __call__(self, seqs: Sequences) -> tf.Tensor:
+        obs = tf.convert_to_tensor(seqs.obs)
+        x = obs if self.inner is None else self.inner(obs)
+        x = tf.cast(tf.reshape(x, tf.concat([tf.shape(seqs.valid), [-1]], 0)), tf.float32)  # (S, L, n_in)
+        gx = tf.matmul(x, self.weight_ih, transpose_b=True) + self.bias_ih
+        states = tf.scan(
+            lambda state, g: self.step(g, state),
+            tf.transpose(gx, [1, 0, 2]),  # time first
+            initializer=tuple(tf.convert_to_tensor(h) for h in seqs.states[self.role]),
+        )
+        out = tf.transpose(states[0], [1, 0, 2])  # (S, L, size)
+        return tf.boolean_mask(out, seqs.valid)
+
+
+class SharedRecurrent(Module):
+    """V's view of the policy's :class:`Recurrent` (``network.recurrent_critic=shared``): its output
+    without a gradient; its variables stay the policy's (not in V's parameters)."""
+
+    def __init__(self, source: Recurrent) -> None:
+        super().__init__()
+        self._source = [source]  # a list: tf.Module would track an attribute's variables as V's own
+
+    def parameters(self) -> list[tf.Variable]:
+        return []
+
+    def __call__(self, seqs: Sequences) -> tf.Tensor:
+        return tf.stop_gradient(self._source[0](seqs))
+
+
 def encoder(
-    obs_dim: int, image: Image | None, rng: np.random.Generator
-) -> tuple[NatureCNN | MinAtarCNN | None, int]:
-    """(the image encoder or None, the width of what the MLP reads): ``obs_dim`` for flat
-    observations, else a fresh :class:`NatureCNN` or :class:`MinAtarCNN` (``image.encoder``, drawn
-    from ``rng``) and its features."""
+    obs_dim: int, image: Image | None, rng: np.random.Generator, recurrent: RecurrentSpec | None = None
+) -> tuple[Module | None, int]:
+    """(the encoder or None, the width of what the MLP reads): None and ``obs_dim`` for flat
+    observations, else a fresh :class:`NatureCNN` or :class:`MinAtarCNN` (``image.encoder``, drawn from
+    ``rng``) and its features; with ``recurrent``, that encoder inside a :class:`Recurrent` layer."""
+    inner: Module | None
     if image is None:
-        return None, obs_dim
-    if image.encoder == "minatar_cnn":
-        cnn = MinAtarCNN(image, rng)
-        return cnn, cnn.features
-    return NatureCNN(image, rng), NATURE_CNN_FEATURES
+        inner, width = None, obs_dim
+    elif image.encoder == "minatar_cnn":
+        inner = MinAtarCNN(image, rng)
+        width = inner.features
+    else:
+        inner, width = NatureCNN(image, rng), NATURE_CNN_FEATURES
+    if recurrent is None:
+        return inner, width
+    return Recurrent(inner, width, recurrent, rng), recurrent[1]
 
 
 class TFForward:
@@ -265,9 +343,10 @@ class CategoricalActor(Module):
         activation: str,
         rng: np.random.Generator,
         image: Image | None = None,
+        recurrent: RecurrentSpec | None = None,
     ) -> None:
         super().__init__()
-        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.encoder, n_in = encoder(obs_dim, image, rng, recurrent)
         self.logits_net = mlp([n_in, *hidden_sizes, n_actions], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
@@ -307,10 +386,11 @@ class GaussianActor(Module):
         rng: np.random.Generator,
         image: Image | None = None,
         log_std_init: float = -0.5,
+        recurrent: RecurrentSpec | None = None,
     ) -> None:
         super().__init__()
         self.log_std = tf.Variable(np.full(act_dim, log_std_init, np.float32), name="log_std")
-        self.encoder, n_in = encoder(obs_dim, image, rng)
+        self.encoder, n_in = encoder(obs_dim, image, rng, recurrent)
         self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
@@ -349,9 +429,15 @@ class ValueFunction(Module):
         activation: str,
         rng: np.random.Generator,
         image: Image | None = None,
+        recurrent: RecurrentSpec | None = None,
+        shared: Recurrent | None = None,
     ) -> None:
         super().__init__()
-        self.encoder, n_in = encoder(obs_dim, image, rng)
+        if shared is not None:  # the policy's recurrent layer, read without a gradient
+            self.encoder: Module | None = SharedRecurrent(shared)
+            n_in = shared.size
+        else:
+            self.encoder, n_in = encoder(obs_dim, image, rng, recurrent)
         self.v_net = mlp([n_in, *hidden_sizes, 1], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
@@ -363,7 +449,8 @@ class ValueFunction(Module):
 
 class ActorCritic(Module):
     """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``, each
-    with its own encoder (``image``: a CNN each)."""
+    with its own encoder (``image``: a CNN each); with ``recurrent`` (kind, size), rlexp/nn/torch.py's
+    recurrent layers (V's own, or a gradient-free view of the policy's)."""
 
     def __init__(
         self,
@@ -375,16 +462,26 @@ class ActorCritic(Module):
         image: Image | None = None,
         log_std_init: float = -0.5,
         ortho_init: bool = False,
+        recurrent: tuple[str, int] | None = None,
+        recurrent_critic: str = "separate",
     ) -> None:
         super().__init__()
+        rnn_pi = None if recurrent is None else (*recurrent, "pi")
         if isinstance(act_space, spaces.Discrete):
             self.pi: CategoricalActor | GaussianActor = CategoricalActor(
-                obs_dim, int(act_space.n), hidden_sizes, activation, rng, image
+                obs_dim, int(act_space.n), hidden_sizes, activation, rng, image, rnn_pi
             )
         else:
             act_dim = int(np.prod(act_space.shape))
-            self.pi = GaussianActor(obs_dim, act_dim, hidden_sizes, activation, rng, image, log_std_init)
-        self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng, image)
+            self.pi = GaussianActor(
+                obs_dim, act_dim, hidden_sizes, activation, rng, image, log_std_init, rnn_pi
+            )
+        if recurrent is not None and recurrent_critic == "shared":
+            assert isinstance(self.pi.encoder, Recurrent)
+            self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng, shared=self.pi.encoder)
+        else:
+            rnn_v = None if recurrent is None else (*recurrent, "v")
+            self.v = ValueFunction(obs_dim, hidden_sizes, activation, rng, image, rnn_v)
         if ortho_init:  # the MLP heads only; a CNN encoder keeps its default initialisation
             head = self.pi.mu_net if isinstance(self.pi, GaussianActor) else self.pi.logits_net
             orthogonal_init_(head, ORTHO_GAINS["pi"], rng)

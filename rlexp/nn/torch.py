@@ -28,6 +28,7 @@ from rlexp.nn import (
     NATURE_CNN_CONVS,
     NATURE_CNN_FEATURES,
     Image,
+    Sequences,
     minatar_cnn_features,
     nature_cnn_output,
 )
@@ -178,16 +179,67 @@ class MinAtarCNN(nn.Module):
         return torch.relu(self.conv(x)).flatten(1).reshape(*lead, self.features)
 
 
-def encoder(obs_dim: int, image: Image | None) -> tuple[nn.Module, int]:
+# (kind, size, role) of a recurrent layer: lstm or gru, its units, and the Sequences.states key it reads
+RecurrentSpec = tuple[str, int, str]
+
+
+class Recurrent(nn.Module):
+    """An encoder followed by PyTorch's LSTM or GRU (one layer): what a recurrent network reads its
+    observations through. It takes :class:`rlexp.nn.Sequences` and returns the recurrent layer's output
+    at their valid steps (row-major), starting each sequence from its recorded state ``states[role]``.
+
+    :param inner: the encoder of each observation (nn.Identity, or a CNN), applied to every step.
+    :param n_in: the width of ``inner``'s output.
+    :param spec: (``lstm`` or ``gru``, units, role: ``pi`` or ``v``).
+    """
+
+    def __init__(self, inner: nn.Module, n_in: int, spec: RecurrentSpec) -> None:
+        super().__init__()
+        self.kind, self.size, self.role = spec
+        self.inner = inner
+        self.rnn: nn.LSTM | nn.GRU = (nn.LSTM if self.kind == "lstm" else nn.GRU)(
+            n_in, self.size, batch_first=True
+        )
+
+    def forward(self, seqs: Sequences) -> torch.Tensor:
+        x = self.inner(seqs.obs)
+        x = x.reshape(*seqs.valid.shape, -1).float()  # (S, L, n_in)
+        h0 = tuple(h[None].contiguous() for h in seqs.states[self.role])
+        out, _ = self.rnn(x, h0 if self.kind == "lstm" else h0[0])
+        return out[seqs.valid]
+
+
+class SharedRecurrent(nn.Module):
+    """V's view of the policy's :class:`Recurrent` (``network.recurrent_critic=shared``): its output
+    without a gradient into it (sb3-contrib's shared_lstm). The policy's layer is not a submodule here:
+    V's parameters, optimizer and state_dict leave it to the policy."""
+
+    def __init__(self, source: Recurrent) -> None:
+        super().__init__()
+        object.__setattr__(self, "source", source)
+
+    def forward(self, seqs: Sequences) -> torch.Tensor:
+        return self.source(seqs).detach()  # type: ignore[operator]
+
+
+def encoder(
+    obs_dim: int, image: Image | None, recurrent: RecurrentSpec | None = None
+) -> tuple[nn.Module, int]:
     """(the module that turns observations into the MLP's input, the width of that input): an
     nn.Identity of the ``obs_dim`` flat observation for no ``image``, else a fresh :class:`NatureCNN`
-    or :class:`MinAtarCNN` (``image.encoder``)."""
+    or :class:`MinAtarCNN` (``image.encoder``); with ``recurrent``, that encoder inside a
+    :class:`Recurrent` layer."""
     if image is None:
-        return nn.Identity(), obs_dim
-    if image.encoder == "minatar_cnn":
-        cnn = MinAtarCNN(image)
-        return cnn, cnn.features
-    return NatureCNN(image), NATURE_CNN_FEATURES
+        inner: nn.Module
+        inner, width = nn.Identity(), obs_dim
+    elif image.encoder == "minatar_cnn":
+        inner = MinAtarCNN(image)
+        width = inner.features
+    else:
+        inner, width = NatureCNN(image), NATURE_CNN_FEATURES
+    if recurrent is None:
+        return inner, width
+    return Recurrent(inner, width, recurrent), recurrent[1]
 
 
 class TorchForward:
@@ -227,9 +279,10 @@ class CategoricalActor(nn.Module):
         hidden_sizes: Sequence[int],
         activation: str,
         image: Image | None = None,
+        recurrent: RecurrentSpec | None = None,
     ) -> None:
         super().__init__()
-        self.encoder, n_in = encoder(obs_dim, image)
+        self.encoder, n_in = encoder(obs_dim, image, recurrent)
         self.logits_net = mlp([n_in, *hidden_sizes, n_actions], activation)
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
@@ -253,10 +306,11 @@ class GaussianActor(nn.Module):
         activation: str,
         image: Image | None = None,
         log_std_init: float = -0.5,
+        recurrent: RecurrentSpec | None = None,
     ) -> None:
         super().__init__()
         self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
-        self.encoder, n_in = encoder(obs_dim, image)
+        self.encoder, n_in = encoder(obs_dim, image, recurrent)
         self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation)
 
     def distribution(self, obs: torch.Tensor) -> Distribution:
@@ -273,10 +327,20 @@ class ValueFunction(nn.Module):
     """The state-value function V(s) of the on-policy algorithms (Spinning Up's MLPCritic)."""
 
     def __init__(
-        self, obs_dim: int, hidden_sizes: Sequence[int], activation: str, image: Image | None = None
+        self,
+        obs_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+        recurrent: RecurrentSpec | None = None,
+        shared: Recurrent | None = None,
     ) -> None:
         super().__init__()
-        self.encoder, n_in = encoder(obs_dim, image)
+        if shared is not None:  # the policy's recurrent layer, read without a gradient
+            self.encoder: nn.Module = SharedRecurrent(shared)
+            n_in = shared.size
+        else:
+            self.encoder, n_in = encoder(obs_dim, image, recurrent)
         self.v_net = mlp([n_in, *hidden_sizes, 1], activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -285,7 +349,9 @@ class ValueFunction(nn.Module):
 
 class ActorCritic(nn.Module):
     """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``, each
-    with its own encoder (``image``: a CNN each)."""
+    with its own encoder (``image``: a CNN each). With ``recurrent`` (kind, size) each encoder ends in
+    a :class:`Recurrent` layer, V's own (``recurrent_critic="separate"``) or a gradient-free view of the
+    policy's (``"shared"``)."""
 
     def __init__(
         self,
@@ -296,17 +362,25 @@ class ActorCritic(nn.Module):
         image: Image | None = None,
         log_std_init: float = -0.5,
         ortho_init: bool = False,
+        recurrent: tuple[str, int] | None = None,
+        recurrent_critic: str = "separate",
     ) -> None:
         super().__init__()
+        rnn_pi = None if recurrent is None else (*recurrent, "pi")
         if isinstance(act_space, spaces.Discrete):
             self.pi: CategoricalActor | GaussianActor = CategoricalActor(
-                obs_dim, int(act_space.n), hidden_sizes, activation, image
+                obs_dim, int(act_space.n), hidden_sizes, activation, image, rnn_pi
             )
         else:
             self.pi = GaussianActor(
-                obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, image, log_std_init
+                obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, image, log_std_init, rnn_pi
             )
-        self.v = ValueFunction(obs_dim, hidden_sizes, activation, image)
+        if recurrent is not None and recurrent_critic == "shared":
+            assert isinstance(self.pi.encoder, Recurrent)
+            self.v = ValueFunction(obs_dim, hidden_sizes, activation, shared=self.pi.encoder)
+        else:
+            rnn_v = None if recurrent is None else (*recurrent, "v")
+            self.v = ValueFunction(obs_dim, hidden_sizes, activation, image, rnn_v)
         if ortho_init:  # the MLP heads only; a CNN encoder keeps its default initialisation
             head = self.pi.mu_net if isinstance(self.pi, GaussianActor) else self.pi.logits_net
             orthogonal_init_(head, ORTHO_GAINS["pi"])

@@ -18,6 +18,7 @@ from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.ppo.schedule import annealed, minibatch_indices
 from rlexp.algos.vpg.tf import VPGLearner
 from rlexp.comm.tf import avg_grads
+from rlexp.nn import Sequences
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -98,13 +99,19 @@ class PPOLearner(VPGLearner):
         return kl
 
     def minibatch(self, batch: Batch, idx: np.ndarray) -> Batch:
-        """The rows ``idx`` of ``batch``, advantages normalised within them when ``adv_norm=minibatch``
+        """The rows ``idx`` of ``batch`` (recurrent networks: the sequences ``idx``), advantages normalised within them when ``adv_norm=minibatch``
         (by the unbiased std, as the torch learner; a one-row minibatch is left as it is)."""
-        mb = {k: tf.gather(v, idx) for k, v in batch.items()}
-        if self.algo.adv_norm == "minibatch" and len(idx) > 1:
+        seqs = batch["obs"]
+        if isinstance(seqs, Sequences):  # recurrent networks: the sequences idx and their rows
+            sub, rows = seqs.select(idx, tf.gather)
+            mb = {k: sub if k == "obs" else tf.gather(v, rows) for k, v in batch.items()}
+        else:
+            mb = {k: tf.gather(v, idx) for k, v in batch.items()}
+        n = int(mb["adv"].shape[0])
+        if self.algo.adv_norm == "minibatch" and n > 1:
             adv = mb["adv"]
             mean = tf.reduce_mean(adv)
-            std = tf.sqrt(tf.reduce_sum(tf.square(adv - mean)) / (len(idx) - 1))
+            std = tf.sqrt(tf.reduce_sum(tf.square(adv - mean)) / (n - 1))
             mb["adv"] = (adv - mean) / (std + 1e-8)
         return mb
 
@@ -125,7 +132,9 @@ class PPOLearner(VPGLearner):
         algo = self.algo
         v_old = float(self.loss_v(batch))
         step, stop = 0, False
-        for idx in minibatch_indices(int(batch["adv"].shape[0]), algo, self.shuffle_rng):
+        seqs = batch["obs"]  # recurrent networks: minibatches of whole sequences
+        n = seqs.num_sequences() if isinstance(seqs, Sequences) else int(batch["adv"].shape[0])
+        for idx in minibatch_indices(n, algo, self.shuffle_rng):
             kl = float(self._mb_step(self.minibatch(batch, idx)))
             if algo.target_kl is not None and kl > 1.5 * algo.target_kl:
                 stop = True

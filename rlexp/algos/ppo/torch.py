@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from gymnasium import spaces
 from torch.distributions import Distribution
@@ -26,6 +27,7 @@ from rlexp.algos.learner import Batch, Stats, on_policy_stats
 from rlexp.algos.ppo.schedule import annealed, minibatch_indices
 from rlexp.algos.vpg.torch import VPGLearner
 from rlexp.comm.torch import avg_grads
+from rlexp.nn import Sequences
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -69,11 +71,19 @@ class PPOLearner(VPGLearner):
             kl = (batch["logp"] - logp).mean()
         return pi, loss, ratio, kl
 
-    def minibatch(self, batch: Batch, idx: torch.Tensor) -> Batch:
-        """The rows ``idx`` of ``batch``, advantages normalised within them when ``adv_norm=minibatch``
-        (by the unbiased std, as SB3 and CleanRL; a one-row minibatch is left as it is)."""
-        mb = {k: v[idx] for k, v in batch.items()}
-        if self.algo.adv_norm == "minibatch" and len(idx) > 1:
+    def minibatch(self, batch: Batch, idx: np.ndarray) -> Batch:
+        """The rows ``idx`` of ``batch`` (recurrent networks: the sequences ``idx`` and their rows),
+        advantages normalised within them when ``adv_norm=minibatch`` (by the unbiased std, as SB3 and
+        CleanRL; a one-row minibatch is left as it is)."""
+        seqs = batch["obs"]
+        if isinstance(seqs, Sequences):
+            sub, rows = seqs.select(idx, lambda x, i: x[torch.as_tensor(i, device=x.device)])
+            at = torch.as_tensor(rows, device=self.device)
+            mb = {k: sub if k == "obs" else v[at] for k, v in batch.items()}
+        else:
+            at = torch.as_tensor(idx, device=self.device)
+            mb = {k: v[at] for k, v in batch.items()}
+        if self.algo.adv_norm == "minibatch" and len(mb["adv"]) > 1:
             adv = mb["adv"]
             mb["adv"] = (adv - adv.mean()) / (adv.std() + 1e-8)
         return mb
@@ -126,9 +136,10 @@ class PPOLearner(VPGLearner):
         with torch.no_grad():
             v_old = self.loss_v(batch).item()
         step, stop = 0, False
-        n = len(batch["adv"])
+        seqs = batch["obs"]  # recurrent networks: minibatches of whole sequences
+        n = seqs.num_sequences() if isinstance(seqs, Sequences) else len(batch["adv"])
         for idx in minibatch_indices(n, algo, self.shuffle_rng):
-            mb = self.minibatch(batch, torch.as_tensor(idx, device=self.device))
+            mb = self.minibatch(batch, idx)
             for opt in (self.pi_optimizer, self.vf_optimizer):
                 opt.zero_grad()
             _, loss_pi, _, kl = self.surrogate(mb)
