@@ -81,8 +81,26 @@ class TFLearner(Learner):
         self.gen = tf.random.Generator.from_seed(seeds["learner"])
 
     def function(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` compiled by tf.function (and XLA when backend.jit_compile)."""
-        return tf.function(fn, jit_compile=self.cfg.backend.jit_compile, reduce_retracing=True)
+        """``fn`` compiled by tf.function (and XLA when backend.jit_compile).
+
+        Recurrent networks' batches change shape every epoch (the number and length of sequences). A
+        tf.function traces the first shape it sees as it is and later ones with unknown dimensions,
+        whose kernels may round differently: a resumed run (whose first shape is another) would not
+        repeat the numbers. So with ``network.recurrent`` every call goes through the trace for tensors
+        of unknown dimensions only.
+        """
+        compiled = tf.function(fn, jit_compile=self.cfg.backend.jit_compile, reduce_retracing=True)
+        if self.cfg.network.recurrent is None:
+            return compiled
+
+        def generic(*args: Any) -> Any:
+            specs = tf.nest.map_structure(
+                lambda x: tf.TensorSpec([None] * len(x.shape), x.dtype) if isinstance(x, tf.Tensor) else x,
+                args,
+            )
+            return compiled.get_concrete_function(*specs)(*args)
+
+        return generic
 
     def modules(self) -> dict[str, Module]:
         raise NotImplementedError
