@@ -17,7 +17,7 @@ from rlexp.buffers import GAEBuffer
 from rlexp.nn import Sequences
 from rlexp.seeding import RankSeeds
 from tests.conftest import composed, run_cli, train
-from tests.test_parity import ATOL, RTOL, assert_same_params, assert_same_stats
+from tests.test_parity import assert_same_params, assert_same_stats
 from tests.test_resume import assert_resumes_exactly, final_state
 
 OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
