@@ -27,6 +27,10 @@ says otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow`
 algorithms ``tuned`` and ``defaults``. ``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the
 zoo presets, side by side (PPO: about 560 steps/s here, 30 min a run).
 
+Recurrent PPO: ``--algo ppo --envs CartPoleNoVel-v1 PendulumNoVel-v1 --sb3`` trains the tuned (LSTM)
+presets, the same without memory (kind ``feedforward``) and sb3-contrib's RecurrentPPO with the zoo's
+ppo_lstm settings, each at its preset's budget (1e5 steps).
+
 DQN's envs are CartPole-v1 and LunarLander-v3 by default; ``--envs`` also takes MinAtar/Breakout-v1,
 MinAtar/SpaceInvaders-v1 (env=minatar) and ALE/Pong-v5 (env=atari), each at its tuned preset's budget
 (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless ``--steps`` says otherwise; the
@@ -67,11 +71,13 @@ from typing import Any
 from common import (
     DQN_ENVS,
     MUJOCO_ENVS,
+    NOVEL_ENVS,
     PUBLISHED,
     REFERENCES,
     ROOT,
     ZOO_DQN,
     ZOO_PPO,
+    ZOO_PPO_LSTM,
     child_env,
     ensure_sb3,
     spread,
@@ -159,9 +165,13 @@ def rlexp_overrides(
 ) -> list[str]:
     """The command line of one rlexp run. ``kind``: ``defaults`` (Spinning Up's), ``tuned`` or a
     tuned variant (``variant``: its overrides), for DQN also ``rainbow`` (algo=rainbow with the tuned
-    preset); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None: the preset's)."""
+    preset), for PPO on a partially observed env also ``feedforward`` (the tuned recurrent preset with
+    network.recurrent=null); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None:
+    the preset's)."""
     if kind == "rainbow":
         base = ["algo=rainbow", f"tuned={algo}"]
+    elif kind == "feedforward":  # the tuned (recurrent) preset without its memory
+        base = [f"algo={algo}", f"tuned={algo}", "network.recurrent=null"]
     else:
         base = [f"algo={algo}", *([] if kind == "defaults" else [f"tuned={algo}", *variant])]
     base += [*env_overrides(algo, env_id), f"seed={seed}", *extra]
@@ -360,7 +370,7 @@ def run_sb3(algo: str, env_id: str, seed: int, steps: int, results: Path) -> dic
 def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
     """One SB3 run (in this process) with the zoo's setup: PPO with one env and VecNormalize (the
     algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack."""
-    ensure_sb3()
+    ensure_sb3(contrib=env_id in ZOO_PPO_LSTM)
     import gymnasium as gym
     import numpy as np
     import torch
@@ -381,6 +391,27 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
         else:
             venv = make_vec_env(env_id, n_envs=1, seed=seed)
             model = DQN("MlpPolicy", venv, seed=seed, device="cpu", verbose=0, **hp)
+    elif env_id in ZOO_PPO_LSTM:  # sb3-contrib's RecurrentPPO on the masked env, VecNormalize on both
+        from sb3_contrib import RecurrentPPO
+
+        from rlexp.wrappers import MaskObservation
+
+        hp = dict(ZOO_PPO_LSTM[env_id])
+        kwargs = dict(hp.pop("policy_kwargs"))
+        kwargs["activation_fn"] = {"relu": torch.nn.ReLU}[kwargs.pop("activation")]
+        for key in ("learning_rate", "clip_range"):  # the zoo's lin_X: linearly from X to 0
+            if isinstance(hp[key], str):
+                start = float(hp[key][4:])
+                hp[key] = lambda progress, start=start: progress * start
+        gym_id, hidden = NOVEL_ENVS[env_id]
+        venv = VecNormalize(
+            make_vec_env(gym_id, n_envs=hp.pop("n_envs"), seed=seed, wrapper_class=MaskObservation,
+                         wrapper_kwargs={"indices": hidden}),
+            gamma=hp["gamma"],
+        )  # fmt: skip
+        model = RecurrentPPO(
+            "MlpLstmPolicy", venv, policy_kwargs=kwargs, seed=seed, device="cpu", verbose=0, **hp
+        )
     else:
         hp = dict(ZOO_PPO[env_id])
         kwargs = dict(hp.pop("policy_kwargs"))
@@ -398,10 +429,12 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
     returns = []
     for i in range(EVAL_EPISODES):
         venv.seed(10_000 + i)
-        obs, total = venv.reset(), None
+        obs, total, state = venv.reset(), None, None
+        starts = np.ones(venv.num_envs, dtype=bool)
         while total is None:  # until the Monitor reports a whole episode (Atari: a game, not a life)
-            action, _ = model.predict(obs, deterministic=True)
-            obs, _, _, infos = venv.step(action)
+            action, state = model.predict(obs, state=state, episode_start=starts, deterministic=True)
+            obs, _, dones, infos = venv.step(action)
+            starts = dones
             if "episode" in infos[0]:
                 total = float(infos[0]["episode"]["r"])
         returns.append(total)
@@ -417,6 +450,16 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
         "steps": int(model.num_timesteps),
         "train_s": wall,
     }
+
+
+def ratio(ours: float, ref: float) -> str:
+    """How ours compares with a reference return, > 1 when ours is higher: ours / ref for positive
+    returns, ref / ours when both are negative (Pendulum: -180 against -218 is 1.21x); else -."""
+    if ref > 0:
+        return f"{ours / ref:.2f}x"
+    if ref < 0 and ours < 0:
+        return f"{ref / ours:.2f}x"
+    return "-"
 
 
 def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: argparse.Namespace) -> None:
@@ -448,8 +491,7 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
                 ref = published[key][env_id]
                 det = statistics.median(r["det10"] for r in runs)
                 print(
-                    f"{algo} {kind:10s} {env_id:15s} rlexp {det:,.1f}  {name} {ref:,.1f}  "
-                    f"{det / ref if ref > 0 else float('nan'):.2f}x"
+                    f"{algo} {kind:10s} {env_id:15s} rlexp {det:,.1f}  {name} {ref:,.1f}  {ratio(det, ref)}"
                 )
 
 
@@ -457,7 +499,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", nargs="+", default=["ppo"], choices=ALGOS, help="one or several")
     parser.add_argument(
-        "--kinds", nargs="+", choices=["tuned", "defaults", "rainbow"], help="default: see the docstring"
+        "--kinds",
+        nargs="+",
+        choices=["tuned", "defaults", "rainbow", "feedforward"],
+        help="default: see the docstring",
     )
     parser.add_argument(
         "--envs", nargs="+", help="env presets (default: the MuJoCo three; DQN: CartPole-v1 LunarLander-v3)"
@@ -500,15 +545,17 @@ def main() -> None:
         parser.error("--sb3 trains SB3's PPO or DQN zoo presets: use it with --algo ppo or --algo dqn alone")
     if args.envs is None:
         args.envs = ["CartPole-v1", "LunarLander-v3"] if args.algo == ["dqn"] else list(MUJOCO_ENVS)
-    if args.steps is None and args.algo != ["dqn"]:
-        args.steps = 1_000_000
+    if args.steps is None and all(env in MUJOCO_ENVS for env in args.envs):
+        args.steps = 1_000_000  # the MuJoCo benchmark's budget; elsewhere each tuned preset's
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: use 1 or more")
     variant = f"tuned-{args.variant[0]}" if args.variant else None
     kinds_of: dict[str, list[str]] = {}
     for algo in args.algo:
+        novel = any(env in NOVEL_ENVS for env in args.envs)  # partially observed: with and without memory
         default = {"dqn": ["tuned", "rainbow"]}.get(
-            algo, ["tuned", "defaults"] if algo in OFF_POLICY else ["tuned"]
+            algo,
+            ["tuned", "defaults"] if algo in OFF_POLICY else ["tuned", "feedforward"] if novel else ["tuned"],
         )
         kinds = list(args.kinds or default)
         if args.defaults and "defaults" not in kinds:

@@ -20,8 +20,14 @@ MUJOCO_ENVS = ("HalfCheetah-v4", "Hopper-v4", "Walker2d-v4")
 # envs (rl-baselines3-zoo benchmark.md). CleanRL: mean of the last 100 training episodes, 3 seeds, v4
 # envs. Spinning Up: read off its 3M-step PyTorch plots at 1M (approximate, 10 seeds).
 PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
-    "ppo": {
-        "sb3-zoo": {"HalfCheetah-v4": 5819.0, "Hopper-v4": 2410.0, "Walker2d-v4": 3479.0},
+    "ppo": {  # the NoVel envs: sb3-contrib's RecurrentPPO in the zoo (benchmark.md, 1e5 steps)
+        "sb3-zoo": {
+            "HalfCheetah-v4": 5819.0,
+            "Hopper-v4": 2410.0,
+            "Walker2d-v4": 3479.0,
+            "CartPoleNoVel-v1": 500.0,
+            "PendulumNoVel-v1": -218.0,
+        },
         "cleanrl": {"HalfCheetah-v4": 1443.0, "Hopper-v4": 2383.0, "Walker2d-v4": 2288.0},
         "spinup": {"HalfCheetah-v4": 1670.0, "Hopper-v4": 1850.0, "Walker2d-v4": 1230.0},
     },
@@ -79,6 +85,25 @@ ZOO_DQN: dict[str, dict[str, Any]] = {
     ),
 }  # fmt: skip
 
+# The partially observed envs: rlexp's env preset -> (the gymnasium id, the observation entries masked, as
+# rl_zoo3's MaskVelocityWrapper), and SB3-zoo's RecurrentPPO presets for them (hyperparams/ppo_lstm.yml,
+# with sb3-contrib's defaults: batch_size 128, vf_coef 0.5, max_grad_norm 0.5) in SB3's own keys.
+NOVEL_ENVS = {"CartPoleNoVel-v1": ("CartPole-v1", [1, 3]), "PendulumNoVel-v1": ("Pendulum-v1", [2])}
+ZOO_PPO_LSTM: dict[str, dict[str, Any]] = {
+    "CartPoleNoVel-v1": dict(
+        n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+        learning_rate="lin_1e-3", clip_range="lin_0.2",
+        policy_kwargs=dict(ortho_init=False, activation="relu", lstm_hidden_size=64, enable_critic_lstm=True,
+                           net_arch=dict(pi=[64], vf=[64])),
+    ),
+    "PendulumNoVel-v1": dict(
+        n_envs=4, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0, learning_rate=1e-3,
+        clip_range=0.2, use_sde=True, sde_sample_freq=4,
+        policy_kwargs=dict(ortho_init=False, activation="relu", lstm_hidden_size=64, enable_critic_lstm=True,
+                           net_arch=dict(pi=[64], vf=[64])),
+    ),
+}  # fmt: skip
+
 # SB3-zoo's PPO presets (hyperparams/ppo.yml, the v3 entries) in SB3's own keys: bench_learning's
 # --sb3 runs and bench_sb3's ppo-zoo row.
 ZOO_PPO: dict[str, dict[str, Any]] = {
@@ -105,13 +130,17 @@ def child_env() -> dict[str, str]:
     return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MUJOCO_GL="egl")
 
 
-def ensure_sb3() -> None:
-    """pip install stable-baselines3 into this environment if it is not importable (torch untouched)."""
-    if importlib.util.find_spec("stable_baselines3") is None:
-        print(f"installing stable-baselines3=={SB3_VERSION} ...", flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", f"stable-baselines3=={SB3_VERSION}"], check=True
-        )
+def ensure_sb3(contrib: bool = False) -> None:
+    """pip install stable-baselines3 (and with ``contrib`` sb3-contrib, for RecurrentPPO) into this
+    environment if it is not importable (torch untouched)."""
+    for module, package in (("stable_baselines3", "stable-baselines3"), ("sb3_contrib", "sb3-contrib")):
+        if module == "sb3_contrib" and not contrib:
+            continue
+        if importlib.util.find_spec(module) is None:
+            print(f"installing {package}=={SB3_VERSION} ...", flush=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", f"{package}=={SB3_VERSION}"], check=True
+            )
 
 
 def spread(values: list[float], fmt: str = ",.0f") -> str:
