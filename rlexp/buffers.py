@@ -208,14 +208,12 @@ class SumTree:
         values = np.asarray(values, np.float64)
         self.sums[nodes] = values
         self.mins[nodes] = np.where(values > 0, values, np.inf)  # an empty (or invalid) slot: no minimum
-        nodes = np.unique(nodes // 2)
-        while nodes[0] >= 1:
-            left, right = 2 * nodes, 2 * nodes + 1
-            self.sums[nodes] = self.sums[left] + self.sums[right]
-            self.mins[nodes] = np.minimum(self.mins[left], self.mins[right])
-            if nodes[0] == 1:
-                break
-            nodes = np.unique(nodes // 2)
+        nodes = nodes // 2
+        while nodes[0] >= 1:  # all at one depth; a node listed twice gets the same value twice
+            left = 2 * nodes
+            self.sums[nodes] = self.sums[left] + self.sums[left + 1]
+            self.mins[nodes] = np.minimum(self.mins[left], self.mins[left + 1])
+            nodes //= 2
 
     def find(self, mass: np.ndarray) -> np.ndarray:
         """The slot in which each cumulative ``mass`` (in [0, total)) falls."""
