@@ -218,18 +218,21 @@ def _sort_key(label: str) -> tuple:
     return tuple(parts)
 
 
-def label_conditions(runs: list[Run], legend: list[str] | None) -> tuple[list[str], str | None]:
+def label_conditions(
+    runs: list[Run], legend: list[str] | None, ignore: tuple[str, ...] = SEED_KEYS
+) -> tuple[list[str], str | None]:
     """The condition of each run and the legend's title.
 
-    With ``legend``: the entry of each run's LOGDIR. Otherwise the non-seed overrides whose values
-    (see :func:`condition_value`) differ between runs, as ``key=value, key=value`` (with one such
-    key, it is the title and the legend shows its values only); none gives each run's exp_name.
+    With ``legend``: the entry of each run's LOGDIR. Otherwise the overrides but ``ignore`` (the seed;
+    rlexp.compare also the env) whose values (see :func:`condition_value`) differ between runs, as
+    ``key=value, key=value`` (with one such key, it is the title and the legend shows its values only);
+    none gives each run's exp_name.
     """
     if legend:
         return [legend[r.logdir] for r in runs], None
     keys: list[str] = []
     for run in runs:
-        keys += [k for k in run.overrides if k not in keys and k not in SEED_KEYS]
+        keys += [k for k in run.overrides if k not in keys and k not in ignore]
     values = [{k: condition_value(r, k) for k in keys} for r in runs]
     varying = [k for k in keys if len({v[k][1] for v in values}) > 1]  # keys every run shares: left out
     if not varying:

@@ -192,6 +192,44 @@ def test_an_optuna_trial_whose_job_fails_is_recorded_and_the_sweep_goes_on(tmp_p
     assert len(names) == 4 and not any("algo.epochs" in n or "env.id" in n for n in names), names
 
 
+def test_an_optuna_trial_is_scored_by_several_seeds(tmp_path):
+    """hydra.sweeper.seeds=4: each trial runs its settings at seeds 5-8 (from the command line's seed=5)
+    and its value is the IQM (the mean of the middle two) of their four scores; optimization_results.yaml
+    lists them per seed. A trial whose runs crash is failed, not scored (issue 30)."""
+    from scipy import stats
+
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", "hydra/sweeper=optuna", "env=gym", "env.id=tests.envs:RLExpTest/CrashAfter-v0",
+        "+env.kwargs.crash_after=choice(0,150)", "algo.lr=interval(1e-4,1e-2)", "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.sampler=random", "hydra.sweeper.seeds=4", "hydra.sweeper.aggregate=iqm", "seed=5",
+        f"hydra.sweep.dir={sweep}", "algo.epochs=2", "algo.steps_per_epoch=100",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert results["seeds_per_trial"] == 4 and results["aggregate"] == "iqm"
+    runs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert len(runs) == 12  # 3 trials x 4 seeds
+    assert {t["state"] for t in results["trials"]} == {"FAIL", "COMPLETE"}  # the sampler's seed gives both
+    for trial in results["trials"]:
+        mine = [r for r in runs if int(r.name.split("_")[0]) // 4 == trial["number"]]
+        seeds = [yaml.safe_load((r / "config.yaml").read_text())["seed"] for r in mine]
+        assert sorted(seeds) == [5, 6, 7, 8]
+        if trial["params"]["+env.kwargs.crash_after"] == 150:
+            assert trial["state"] == "FAIL" and trial["value"] is None
+            assert (
+                f"trial {trial['number']} failed (4 of its 4 runs; RuntimeError: deliberate crash"
+                in res.stdout + res.stderr
+            )
+            continue
+        scores = {
+            str(s): pd.read_table(r / "progress.txt")["AverageEpRet"].mean()
+            for s, r in zip(seeds, mine, strict=True)
+        }
+        assert trial["seed_scores"] == pytest.approx(scores)
+        assert trial["value"] == pytest.approx(stats.trim_mean(list(scores.values()), 0.25))
+
+
 @pytest.mark.parametrize(
     "space,fragment",
     [

@@ -15,6 +15,12 @@ search-space grammar (Hydra's override syntax) on Optuna's ask-and-tell interfac
 - Each trial is one job (run directory ``<n>_<key=value,...>`` in the sweep directory) whose return
   value is the run's score (``score:`` in config.yaml); a job that fails or returns no score fails its
   trial (one line; the sweep goes on, and a stored study records it FAIL, never RUNNING).
+- With ``seeds`` K > 1 a trial is K jobs, the same settings at seeds ``seed``, ``seed + 1``, ...,
+  ``seed + K - 1`` (``seed``: the command line's, else the config's), launched together (side by side
+  with a parallel launcher, one SLURM job array with the slurm one); the trial's value is the
+  ``aggregate`` (``mean``, ``iqm`` or ``median``) of their K scores, so a search does not follow one
+  seed's luck. A run that fails fails its trial (one line; not scored). optimization_results.yaml
+  lists each trial's score per seed.
 - Before any trial starts, the jobs at the edges of the space (every key's lowest and highest value
   or every choice, the other keys at their lowest) are composed and checked, as a grid sweep checks
   all its jobs: a value out of range is one line and nothing is started.
@@ -46,6 +52,18 @@ log = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "random")
 DIRECTIONS = ("maximize", "minimize")
+AGGREGATES = ("mean", "iqm", "median")  # a multi-seed trial's value from its runs' scores
+
+
+def aggregate(name: str, values: list[float]) -> float:
+    """The ``mean``, ``iqm`` (the mean of the middle half, scipy's trimmed mean at 25%) or ``median``."""
+    import statistics
+
+    from scipy import stats
+
+    if name == "iqm":
+        return float(stats.trim_mean(values, 0.25))
+    return float(statistics.median(values) if name == "median" else statistics.fmean(values))
 
 
 def distribution(override: Override) -> Any:
@@ -110,6 +128,8 @@ class RLExpOptunaSweeper(Sweeper):
     :param study_name: the study's name in ``storage``; None: the sweep directory's name.
     :param storage: an Optuna storage URL to keep the study in (None: in memory).
     :param params: a search space given in a config rather than on the command line, ``{key: "interval(0,1)"}``.
+    :param seeds: runs per trial (K), at consecutive seeds from the run's ``seed``; 1: one run per trial.
+    :param aggregate: a multi-seed trial's value: the ``mean``, ``iqm`` or ``median`` of its runs' scores.
     """
 
     def __init__(
@@ -122,6 +142,8 @@ class RLExpOptunaSweeper(Sweeper):
         study_name: str | None,
         storage: str | None,
         params: dict[str, str] | None,
+        seeds: int = 1,
+        aggregate: str = "mean",
     ) -> None:
         if n_trials < 1 or n_jobs < 1:
             raise RLExpError(
@@ -135,6 +157,15 @@ class RLExpOptunaSweeper(Sweeper):
             raise RLExpError(
                 f"hydra.sweeper.sampler={sampler!r} is unknown; choose one of: {', '.join(SAMPLERS)}"
             )
+        if seeds < 1:
+            raise RLExpError(
+                f"hydra.sweeper.seeds={seeds} is out of range; use an integer >= 1 (runs per trial)"
+            )
+        if aggregate not in AGGREGATES:
+            raise RLExpError(
+                f"hydra.sweeper.aggregate={aggregate!r} is unknown; choose one of: {', '.join(AGGREGATES)}"
+            )
+        self.seeds, self.aggregate = seeds, aggregate
         self.n_trials, self.n_jobs, self.direction = n_trials, n_jobs, direction
         self.sampler_name, self.seed = sampler, seed
         self.study_name, self.storage = study_name, storage
@@ -189,46 +220,83 @@ class RLExpOptunaSweeper(Sweeper):
             load_if_exists=True,
         )
         log.info(f"Optuna study {study.study_name}: {self.direction} the score over {', '.join(space)}")
+        seeds = self.trial_seeds(overrides)
+        if len(seeds) > 1:  # each job of a trial sets its own seed
+            fixed = [
+                o.input_line
+                for o in overrides
+                if not o.is_sweep_override() and o.input_line and o.key_or_group != "seed"
+            ]
         done = len(study.trials)
         while done < self.n_trials:
             trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - done))]
-            jobs = [[*fixed, *(as_override(k, v) for k, v in t.params.items())] for t in trials]
+            jobs = [
+                [
+                    *fixed,
+                    *(as_override(k, v) for k, v in t.params.items()),
+                    *([f"seed={s}"] if len(seeds) > 1 else []),
+                ]
+                for t in trials
+                for s in seeds
+            ]
             self.validate_batch_is_legal(jobs)
             try:
-                returns = self.launcher.launch(jobs, initial_job_idx=done)
+                returns = self.launcher.launch(jobs, initial_job_idx=done * len(seeds))
             except BaseException:  # the sweep itself ends (a stop signal): no trial stays RUNNING
                 for trial in trials:
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 raise
-            for trial, ret in zip(trials, returns, strict=True):
-                self._tell(study, trial, ret)
+            for i, trial in enumerate(trials):
+                self._tell(
+                    study, trial, returns[i * len(seeds) : (i + 1) * len(seeds)], seeds, self.aggregate
+                )
             done += len(trials)
         return self._report(study, sweep_dir, fixed)
 
+    def trial_seeds(self, overrides: list[Override]) -> list[int]:
+        """The seeds of each trial's runs: ``seeds`` consecutive ones from the command line's ``seed``
+        (else the config's)."""
+        given = [o for o in overrides if o.key_or_group == "seed" and not o.is_sweep_override()]
+        assert self.config is not None
+        base = int(given[-1].value()) if given else int(self.config.seed)
+        return [base + i for i in range(self.seeds)]
+
     @staticmethod
-    def _tell(study: Any, trial: Any, ret: Any) -> None:
-        """Record the trial's score, or the trial as failed (one line) when its job failed or gave no
-        score; the sweep goes on with the other trials. A stop signal that ended the job ends the sweep
-        (the trial recorded as failed first, so that a stored study has no trial left RUNNING)."""
+    def _tell(study: Any, trial: Any, rets: list[Any], seeds: list[int], how: str) -> None:
+        """Record the trial's value (its one run's score, or the ``how`` aggregate of its runs' scores,
+        which it keeps per seed as the user attribute ``seed_scores``), or the trial as failed (one line)
+        when a run failed or gave no score; the sweep goes on with the other trials. A stop signal that
+        ended a run ends the sweep (the trial recorded as failed first, so that a stored study has no
+        trial left RUNNING)."""
         import optuna
 
         from rlexp.stopping import Stopped
 
-        try:
-            value = ret.return_value  # raises the job's error if it failed
-        except Stopped:
+        scores: dict[int, float] = {}
+        failed = []
+        for seed, ret in zip(seeds, rets, strict=True):
+            try:
+                value = ret.return_value  # raises the job's error if it failed
+            except Stopped:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                raise
+            except Exception as exc:
+                message = (str(exc).strip().splitlines() or [""])[0]
+                failed.append(f"{type(exc).__name__}: {message}")
+                continue
+            if value is None or not math.isfinite(float(value)):
+                failed.append(f"no score ({value})")
+            else:
+                scores[seed] = float(value)
+        if scores:
+            trial.set_user_attr("seed_scores", {str(k): v for k, v in scores.items()})
+        if failed:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            raise
-        except Exception as exc:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            message = (str(exc).strip().splitlines() or [""])[0]
-            log.warning(f"trial {trial.number} failed ({type(exc).__name__}: {message}); counted as failed")
+            which = "" if len(seeds) == 1 else f"{len(failed)} of its {len(seeds)} runs; "
+            log.warning(f"trial {trial.number} failed ({which}{failed[0]}); counted as failed")
             return
-        if value is None or not math.isfinite(float(value)):
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            log.warning(f"trial {trial.number} returned no score ({value}); counted as failed")
-        else:
-            study.tell(trial, float(value))
+        values = [scores[s] for s in seeds]
+        study.tell(trial, values[0] if len(values) == 1 else aggregate(how, values))
 
     def _report(self, study: Any, sweep_dir: Path, fixed: list[str]) -> Any:
         import optuna
@@ -245,8 +313,16 @@ class RLExpOptunaSweeper(Sweeper):
             "best_trial": best.number,
             "best_params": dict(best.params),
             "best_value": float(best.value),
+            "seeds_per_trial": self.seeds,
+            "aggregate": self.aggregate if self.seeds > 1 else None,
             "trials": [
-                {"number": t.number, "params": dict(t.params), "value": t.value, "state": t.state.name}
+                {
+                    "number": t.number,
+                    "params": dict(t.params),
+                    "value": t.value,
+                    "state": t.state.name,
+                    **({"seed_scores": t.user_attrs["seed_scores"]} if "seed_scores" in t.user_attrs else {}),
+                }
                 for t in study.trials
             ],
         }
