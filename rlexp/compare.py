@@ -350,7 +350,7 @@ def figures(
     out = {}
     fig, _ = plot_utils.plot_interval_estimates(
         agg[0], agg[1], metric_names=list(METRICS), algorithms=comp.conditions, xlabel=label, colors=colors,
-        xlabel_y_coordinate=-0.1 - 0.7 / len(comp.conditions),  # below the ticks however many rows
+        xlabel_y_coordinate=-0.25 - 0.8 / len(comp.conditions),  # below the ticks however many rows
     )  # fmt: skip
     out["aggregates"] = fig
     all_scores = np.concatenate([s.ravel() for s in comp.scores.values()])
