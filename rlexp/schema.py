@@ -365,16 +365,6 @@ class RLExpConfig:
         self.algo.validate_epoch(self.comm.procs, self.env.num_envs)
         for part in (self.network, self.backend, self.score, self.logger):
             part.validate()
-        if self.network.recurrent is not None and not self.algo.RECURRENT:
-            from rlexp.algos import (
-                ALGOS,  # here: the registry imports every algorithm, which import this module
-            )
-
-            takers = ", ".join(sorted(n for n, a in ALGOS.items() if a.RECURRENT))
-            raise ConfigError(
-                f"network.recurrent={self.network.recurrent} is for the algorithms that train on sequences "
-                f"({takers}), not {self.algo.name}; use network.recurrent=null"
-            )
         minibatches = getattr(self.algo, "num_minibatches", 0)
         if self.network.recurrent is not None and minibatches > 0:
             steps = self.algo.steps_per_epoch // (self.comm.procs * self.env.num_envs)
