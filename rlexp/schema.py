@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from rlexp.errors import ConfigError, check
+from rlexp.errors import check
 from rlexp.nn import ACTIVATIONS, ENCODERS, RECURRENT, RECURRENT_CRITIC
 
 # A statistic a learner logs each epoch: (key, with_min_and_max). False = its average only.
