@@ -490,8 +490,9 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
             if runs and key:
                 ref = published[key][env_id]
                 det = statistics.median(r["det10"] for r in runs)
+                who = "sb3" if kind == "sb3" else "rlexp"  # the sb3 kind's runs are SB3's, not rlexp's
                 print(
-                    f"{algo} {kind:10s} {env_id:15s} rlexp {det:,.1f}  {name} {ref:,.1f}  {ratio(det, ref)}"
+                    f"{algo} {kind:10s} {env_id:15s} {who} {det:,.1f}  {name} {ref:,.1f}  {ratio(det, ref)}"
                 )
 
 
