@@ -335,13 +335,15 @@ def evaluate(run_dir: str) -> float:
     returns = []
     for i in range(EVAL_EPISODES):
         obs, _ = policy.env.reset(seed=10_000 + i)
+        policy.reset()  # a recurrent policy starts each episode with zero memory, as in training
         done, total = False, 0.0
         while not done:
             obs, r, terminated, truncated, info = policy.env.step(policy(obs))
             total += float(r)
             done = terminated or truncated
-            if terminated and info.get(CONTINUES):  # a lost life (Atari): the game goes on
+            if terminated and info.get(CONTINUES):  # a lost life (Atari): the game goes on, ...
                 obs, done = policy.env.reset()[0], False
+                policy.reset()  # ... as a new episode for the policy (training resets its memory there)
         returns.append(total)
     return statistics.fmean(returns)
 

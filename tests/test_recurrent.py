@@ -197,19 +197,73 @@ def test_test_episodes_start_each_from_a_zero_state(tmp_path):
     from rlexp.logger import EpochLogger
 
     run_dir = tmp_path / "run"
-    train(run_dir, *RECURRENT, "algo.steps_per_epoch=400", "algo.epochs=1")
+    # Pendulum's continuous actions: any difference in memory changes the return
+    train(run_dir, *RECURRENT, "env=PendulumNoVel-v1", "algo.steps_per_epoch=400", "algo.epochs=1")
     import rlexp
 
-    lrn = rlexp.load(run_dir).policy()._learner
+    policy = rlexp.load(run_dir).policy()
+    lrn = policy._learner
     returns = []
     for _ in range(2):
-        env = gym.make("CartPole-v1")
+        env = rlexp.load(run_dir).policy().env  # a fresh PendulumNoVel-v1
         env.reset(seed=3)
         logger = EpochLogger(None)
         lrn.acting.states[-1] = {k: tuple(x + 5.0 for x in v) for k, v in lrn.acting.states[-1].items()}
-        test_agent(env, lrn, int, 2, logger)
+        test_agent(env, lrn, policy._to_env, 2, logger)
         returns.append(list(logger.epoch_dict["TestEpRet"]))
     assert returns[0] == returns[1]
+
+
+def test_the_learning_benchmarks_det10_starts_each_episode_from_a_zero_state(tmp_path, monkeypatch):
+    """bench_learning's det10 (10 deterministic episodes of the final policy) equals the mean over
+    episodes each played by a freshly loaded policy, even when the policy's memory is not zero after the
+    env's reset (as after a previous episode): each episode starts from a zero state."""
+    import importlib.util
+
+    import rlexp
+    from tests.conftest import ROOT
+
+    run_dir = tmp_path / "run"
+    # Pendulum's continuous actions: any difference in memory changes the return
+    train(run_dir, *RECURRENT, "env=PendulumNoVel-v1", "algo.steps_per_epoch=400", "algo.epochs=1")
+    returns = []
+    for i in range(10):  # bench_learning's EVAL_EPISODES, reset seeds 10,000 + i
+        policy = rlexp.load(run_dir).policy(deterministic=True)
+        obs, _ = policy.env.reset(seed=10_000 + i)
+        done, total = False, 0.0
+        while not done:
+            obs, r, terminated, truncated, _ = policy.env.step(policy(obs))
+            total += float(r)
+            done = terminated or truncated
+        returns.append(total)
+
+    real_load = rlexp.load
+
+    def load_with_memory_left(path):  # the policy's env reset leaves a non-zero memory behind
+        run = real_load(path)
+        make_policy = run.policy
+
+        def policy(**kwargs):
+            pol = make_policy(**kwargs)
+            env_reset, states = pol.env.reset, pol._learner.acting.states
+
+            def reset(**reset_kwargs):
+                out = env_reset(**reset_kwargs)
+                states[-1] = {k: tuple(x + 5.0 for x in v) for k, v in states[-1].items()}
+                return out
+
+            pol.env.reset = reset
+            return pol
+
+        run.policy = policy
+        return run
+
+    monkeypatch.setattr(rlexp, "load", load_with_memory_left)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # bench_learning imports its neighbour common
+    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "benchmarks" / "bench_learning.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.evaluate(str(run_dir)) == pytest.approx(np.mean(returns), abs=1e-9)
 
 
 @pytest.mark.parametrize(
