@@ -171,7 +171,7 @@ def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(explain_error(exc)) from None
     assert isinstance(cfg, RLExpConfig)
-    if cfg.network.recurrent is not None and not cfg.algo.RECURRENT:  # here: the registry names the takers
+    if cfg.network.recurrent is not None and not cfg.algo.RECURRENT:  # here, where the registry names the takers
         takers = ", ".join(sorted(n for n, a in ALGOS.items() if a.RECURRENT))
         raise ConfigError(
             f"network.recurrent={cfg.network.recurrent} is for the algorithms that train on sequences "
