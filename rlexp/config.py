@@ -171,7 +171,8 @@ def load_config(raw: DictConfig | dict[str, Any]) -> RLExpConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(explain_error(exc)) from None
     assert isinstance(cfg, RLExpConfig)
-    if cfg.network.recurrent is not None and not cfg.algo.RECURRENT:  # here, where the registry names the takers
+    # Checked here, where the registry can name the algorithms that take a recurrent network
+    if cfg.network.recurrent is not None and not cfg.algo.RECURRENT:
         takers = ", ".join(sorted(n for n, a in ALGOS.items() if a.RECURRENT))
         raise ConfigError(
             f"network.recurrent={cfg.network.recurrent} is for the algorithms that train on sequences "
