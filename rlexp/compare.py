@@ -192,10 +192,20 @@ def build(runs: list[Run], labels: list[str], args: argparse.Namespace, given: b
     return Comparison(tasks, conditions, scores, raw, curves, steps)
 
 
-def aggregates(comp: Comparison, reps: int, level: float, seed: int) -> tuple[dict, dict]:
-    """rliable's point estimates and stratified-bootstrap CIs of the four aggregate metrics."""
+def _intervals(data: dict, func: Any, reps: int, level: float, seed: int) -> tuple[dict, dict]:
+    """rliable's point estimates of ``func`` per entry of ``data`` and their stratified-bootstrap CIs
+    (``reps`` resamples, ``level`` percent, a fixed ``seed``: the same numbers every time)."""
     import numpy as np
     from rliable import library as rly
+
+    return rly.get_interval_estimates(
+        data, func, reps=reps, confidence_interval_size=level / 100, random_state=np.random.RandomState(seed)
+    )
+
+
+def aggregates(comp: Comparison, reps: int, level: float, seed: int) -> tuple[dict, dict]:
+    """The IQM, median, mean and optimality gap of the normalised scores, with their CIs."""
+    import numpy as np
     from rliable import metrics
 
     def func(x: np.ndarray) -> np.ndarray:
@@ -208,46 +218,28 @@ def aggregates(comp: Comparison, reps: int, level: float, seed: int) -> tuple[di
             ]
         )
 
-    return rly.get_interval_estimates(
-        comp.scores,
-        func,
-        reps=reps,
-        confidence_interval_size=level / 100,
-        random_state=np.random.RandomState(seed),
-    )
+    return _intervals(comp.scores, func, reps, level, seed)
 
 
 def improvement(
     comp: Comparison, pairs: list[tuple[str, str]], reps: int, level: float, seed: int
 ) -> tuple[dict, dict]:
     """P(X > Y) for each pair (X, Y) (rliable's probability of improvement, averaged over tasks)."""
-    import numpy as np
-    from rliable import library as rly
     from rliable import metrics
 
     data = {f"{x}{PAIR}{y}": (comp.scores[x], comp.scores[y]) for x, y in pairs}
-    return rly.get_interval_estimates(
-        data, metrics.probability_of_improvement, reps=reps, confidence_interval_size=level / 100,
-        random_state=np.random.RandomState(seed),
-    )  # fmt: skip
+    return _intervals(data, metrics.probability_of_improvement, reps, level, seed)
 
 
 def efficiency(comp: Comparison, reps: int, level: float, seed: int) -> tuple[dict, dict]:
     """The IQM of the normalised scores at each of ``comp.steps`` with its CI (sample efficiency)."""
     import numpy as np
-    from rliable import library as rly
     from rliable import metrics
 
     def func(x: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(x[..., k]) for k in range(x.shape[-1])])
 
-    return rly.get_interval_estimates(
-        comp.curves,
-        func,
-        reps=reps,
-        confidence_interval_size=level / 100,
-        random_state=np.random.RandomState(seed),
-    )
+    return _intervals(comp.curves, func, reps, level, seed)
 
 
 def parse_pairs(pairs: list[str] | None, conditions: list[str]) -> list[tuple[str, str]]:
