@@ -27,6 +27,7 @@ MODERN_PPO = (
     "algo.target_kl=null",
     "algo.adam_eps=1e-5",
     "algo.anneal_lr=true",
+    "algo.anneal_clip=true",
     "algo.log_std_init=-1.0",
     "algo.ortho_init=true",
 )
@@ -200,6 +201,22 @@ def test_minibatch_ppo_update_parity(space, early_stop):
     assert (st["StopIter"] < total - 1) if early_stop else (st["StopIter"] == total - 1)
     assert t.pi_optimizer.param_groups[0]["lr"] == pytest.approx(3e-4 * 0.8)
     assert float(f.pi_optimizer.lr.numpy()) == pytest.approx(3e-4 * 0.8)
+    assert t.clip_eps == pytest.approx(0.2 * 0.8) and float(f.clip_eps.numpy()) == pytest.approx(0.2 * 0.8)
+
+
+@pytest.mark.parametrize("anneal", [True, False], ids=["annealed", "constant"])
+def test_an_annealed_clip_range_falls_with_the_epochs(anneal):
+    """anneal_clip: epoch 40 of 50 clips at 0.2 * (1 - 40/50) = 0.04, so a probability ratio of
+    e^0.1 = 1.105 on every row counts as clipped there, but not at epoch 0 (0.2), nor at epoch 40
+    without the key. Both backends; a learning rate of 1e-12 leaves the ratios where they are."""
+    t, f = pair("ppo", DISCRETE, "algo.num_minibatches=2", "algo.update_epochs=1", "algo.target_kl=null",
+                "algo.adv_norm=minibatch", "algo.lr=1e-12", f"algo.anneal_clip={str(anneal).lower()}")  # fmt: skip
+    batch = on_policy_batch(t, DISCRETE)
+    batch["logp"] = batch["logp"] - np.float32(0.1)
+    for epoch, clipped in ((0, 0.0), (40, 1.0 if anneal else 0.0)):
+        for learner in (t, f):
+            learner.start_epoch(epoch)
+            assert learner.update(batch)["ClipFrac"] == pytest.approx(clipped), (type(learner), epoch)
 
 
 def test_max_grad_norm_clips_the_full_batch_value_steps_too():
@@ -438,13 +455,23 @@ def test_runs_recorded_before_the_pipeline_keys_load_and_continue(tmp_path):
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     for key in ("wrappers", "normalize_obs", "normalize_reward", "clip_obs", "clip_reward", "norm_gamma"):
         del cfg["env"][key]
-    for key in ("num_minibatches", "log_std_init", "ortho_init", "adam_eps", "adv_norm", "anneal_lr"):
+    later = (
+        "num_minibatches",
+        "log_std_init",
+        "ortho_init",
+        "adam_eps",
+        "adv_norm",
+        "anneal_lr",
+        "anneal_clip",
+    )
+    for key in later:
         del cfg["algo"][key]
     del cfg["tuned"]
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     loaded = load_run_config(run_dir)
     assert loaded.env.wrappers == [] and not loaded.env.normalize_obs
     assert loaded.algo.num_minibatches == 0 and loaded.algo.log_std_init == -0.5 and loaded.tuned.name is None
+    assert not loaded.algo.anneal_lr and not loaded.algo.anneal_clip
     # a minibatch run from before algo.value_target trained V on the rewards-to-go: it goes on so
     old = yaml.safe_load((run_dir / "config.yaml").read_text())
     old["algo"]["num_minibatches"] = 4

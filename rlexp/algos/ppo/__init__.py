@@ -36,6 +36,7 @@ class PPOConfig(OnPolicyConfig):
     vf_clip: float | None = MISSING
     max_grad_norm: float | None = MISSING
     anneal_lr: bool = MISSING
+    anneal_clip: bool = MISSING
     adv_norm: str = MISSING
 
     @property
@@ -86,7 +87,8 @@ class PPOConfig(OnPolicyConfig):
         )
 
     def epochs_schedule(self) -> str | None:
-        return "algo.anneal_lr=true" if self.anneal_lr else None
+        annealed = [f"algo.{key}=true" for key in ("anneal_lr", "anneal_clip") if getattr(self, key)]
+        return ", ".join(annealed) or None
 
     @property
     def epoch_adv_norm(self) -> bool:

@@ -32,12 +32,20 @@ class PPOLearner(VPGLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.shuffle_rng = seeds.generator("learner")  # minibatch order (checkpointed)
         self._mb_step = self.function(self._mb_step_graph)
+        # This epoch's clip range: a variable the compiled steps read when it is annealed, else a constant.
+        clip = self.algo.clip_ratio
+        self.clip_eps = (
+            tf.Variable(clip, trainable=False, dtype=tf.float32) if self.algo.anneal_clip else clip
+        )
 
     def start_epoch(self, epoch: int) -> None:
-        """With ``anneal_lr``: both learning rates at ``1 - epoch / epochs`` of their value."""
+        """With ``anneal_lr``: both learning rates at ``1 - epoch / epochs`` of their value; with
+        ``anneal_clip``: the clip range likewise."""
         if self.algo.anneal_lr:
             for opt, lr in ((self.pi_optimizer, self.algo.pi_lr), (self.vf_optimizer, self.algo.vf_lr)):
                 opt.lr.assign(annealed(lr, epoch, self.algo.epochs))
+        if self.algo.anneal_clip:
+            self.clip_eps.assign(annealed(self.algo.clip_ratio, epoch, self.algo.epochs))
 
     def extra_state(self) -> dict[str, Any]:
         return {**super().extra_state(), "shuffle_rng": self.shuffle_rng.bit_generator.state}
@@ -49,7 +57,7 @@ class PPOLearner(VPGLearner):
 
     def loss_pi(self, batch: Batch) -> tuple[tf.Tensor, ...]:
         """Clipped surrogate loss minus the entropy bonus, approx KL, entropy, fraction clipped."""
-        eps = self.algo.clip_ratio
+        eps = self.clip_eps
         pi, logp = self.ac.pi(batch["obs"], batch["act"])
         ratio = tf.exp(logp - batch["logp"])
         adv = batch["adv"]

@@ -41,12 +41,16 @@ class PPOLearner(VPGLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.shuffle_rng = seeds.generator("learner")  # minibatch order (checkpointed)
         self.params = [*self.ac.pi.parameters(), *self.ac.v.parameters()]
+        self.clip_eps = self.algo.clip_ratio  # this epoch's clip range (annealed with anneal_clip)
 
     def start_epoch(self, epoch: int) -> None:
-        """With ``anneal_lr``: both learning rates at ``1 - epoch / epochs`` of their value."""
+        """With ``anneal_lr``: both learning rates at ``1 - epoch / epochs`` of their value; with
+        ``anneal_clip``: the clip range likewise."""
         if self.algo.anneal_lr:
             for opt, lr in ((self.pi_optimizer, self.algo.pi_lr), (self.vf_optimizer, self.algo.vf_lr)):
                 opt.param_groups[0]["lr"] = annealed(lr, epoch, self.algo.epochs)
+        if self.algo.anneal_clip:
+            self.clip_eps = annealed(self.algo.clip_ratio, epoch, self.algo.epochs)
 
     def extra_state(self) -> dict[str, Any]:
         return {**super().extra_state(), "shuffle_rng": self.shuffle_rng.bit_generator.state}
@@ -59,7 +63,7 @@ class PPOLearner(VPGLearner):
     def surrogate(self, batch: Batch) -> tuple[Distribution, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(pi, clipped surrogate loss minus the entropy bonus, probability ratio r, approximate KL to
         the batch's policy)."""
-        eps = self.algo.clip_ratio
+        eps = self.clip_eps
         pi, logp = self.ac.pi(batch["obs"], batch["act"])
         ratio = torch.exp(logp - batch["logp"])
         adv = batch["adv"]
@@ -90,7 +94,7 @@ class PPOLearner(VPGLearner):
 
     def loss_pi(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Clipped surrogate loss and its diagnostics: approx KL, entropy, fraction clipped."""
-        eps = self.algo.clip_ratio
+        eps = self.clip_eps
         pi, loss, ratio, kl = self.surrogate(batch)
         with torch.no_grad():
             info = {
