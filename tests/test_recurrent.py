@@ -309,18 +309,26 @@ def test_the_novel_presets_hide_the_velocities():
 @pytest.mark.parametrize("backend", ["torch", "tf"])
 def test_memory_learns_cartpole_without_velocities(tmp_path, backend):
     """The zoo's recurrent settings (tuned=ppo on CartPoleNoVel-v1) reach a mean return of 150+ within
-    15,000 steps at seed 0; feed-forward PPO with the same settings stays below 60 (random play: ~22)."""
+    15,000 steps at seed 0; feed-forward PPO with the same settings stays below 60 (random play: ~22).
+    The clip range stays at 0.2: annealed over these 59 epochs instead of the preset's 391 it shrinks
+    6.6x as fast as in the preset's run."""
     lstm = train(
         tmp_path / "lstm",
         "tuned=ppo",
         "env=CartPoleNoVel-v1",
         f"backend={backend}",
         "algo.epochs=59",
+        "algo.anneal_clip=false",
         timeout=600,
     )
     assert lstm["AverageEpRet"].iloc[-5:].mean() >= 150, lstm["AverageEpRet"].round(0).tolist()
     if backend == "torch":
         ff = train(
-            tmp_path / "ff", "tuned=ppo", "env=CartPoleNoVel-v1", "network.recurrent=null", "algo.epochs=59"
+            tmp_path / "ff",
+            "tuned=ppo",
+            "env=CartPoleNoVel-v1",
+            "network.recurrent=null",
+            "algo.epochs=59",
+            "algo.anneal_clip=false",
         )
         assert ff["AverageEpRet"].iloc[-5:].mean() < 60, ff["AverageEpRet"].round(0).tolist()
