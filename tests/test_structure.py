@@ -197,8 +197,8 @@ def test_the_onednn_linear_of_torch_networks_has_torchs_values_and_derivatives()
 
     assert tnn._ONEDNN_LINEAR is not None  # the pinned torch has the kernel: the fast path is tested here
     torch.manual_seed(0)
-    layer = tnn.Linear(300, 200)  # 100 rows x 300 x 200 = 6M multiply-adds: above ONEDNN_MIN_MACS
-    x = torch.randn(100, 300, requires_grad=True)
+    layer = tnn.Linear(300, 200)  # 150 rows x 300 x 200 = 9M multiply-adds: above ONEDNN_MIN_MACS
+    x = torch.randn(150, 300, requires_grad=True)
     calls = []
     real = tnn._ONEDNN_LINEAR
     tnn._ONEDNN_LINEAR = lambda *args: calls.append(args[0].shape) or real(*args)

@@ -50,10 +50,11 @@ def _onednn_linear_op() -> Callable[..., torch.Tensor] | None:
 
 _ONEDNN_LINEAR = _onednn_linear_op()
 # Products of rows x in_features x out_features from this size on go through oneDNN on the CPU. Below
-# it, its fixed cost per call (~0.1 ms for forward and backward) outweighs the gain. Measured on the
-# 2-vCPU AMD EPYC, one thread: 512x64x64 breaks even, 2048x64x64 1.6x, 256x256x256 1.9x, 256x400x300
-# 2.0x, 32x3136x512 2.3x faster than torch's own (MKL) product, forward and backward (docs/benchmarks.md).
-ONEDNN_MIN_MACS = 4_000_000
+# it, oneDNN's fixed cost per call (~0.05 ms) outweighs its faster kernel. Measured on the 2-vCPU AMD
+# EPYC, one thread, a whole Adam step of an MLP (forward, backward, target forward): 64 rows through a
+# 256x256 layer (4.2M) no faster, 100 rows 1.14x, 256 rows 1.45x, 2,048 rows through 64x64 1.13x
+# (docs/benchmarks.md).
+ONEDNN_MIN_MACS = 6_000_000
 
 
 class _OneDNNLinear(torch.autograd.Function):
