@@ -181,50 +181,45 @@ def test_the_numpy_tanh_of_torch_networks_has_torchs_values_and_gradients():
     assert torch.equal(TanhInPlace()(x64.clone()), torch.tanh(x64))  # float64: torch's tanh_
 
 
-def test_the_onednn_linear_of_torch_networks_has_torchs_values_and_derivatives():
+def test_the_onednn_linear_of_torch_networks_has_torchs_values_and_derivatives(monkeypatch):
     """Large products of rlexp's Linear go through oneDNN on the CPU (about twice torch's own speed on
     the AMD CPUs measured): the outputs, the gradients and the second derivatives that TRPO's
-    Fisher-vector products take equal nn.functional.linear's to float32 rounding; small products, other
-    dtypes and a missing kernel take nn.functional.linear itself."""
+    Fisher-vector products take equal nn.functional.linear's to float32 rounding (sums of 150-300
+    terms: within 1e-5 of each result's scale); small products and other dtypes take
+    nn.functional.linear itself."""
     import torch
 
     from rlexp.nn import torch as tnn
 
-    def close(
-        a: torch.Tensor, b: torch.Tensor
-    ) -> None:  # float32 sums of 100-300 terms: to 1e-5 of the scale
+    def close(a: torch.Tensor, b: torch.Tensor) -> None:
         assert float((a - b).detach().abs().max()) <= 1e-5 * float(b.detach().abs().max())
 
-    assert tnn._ONEDNN_LINEAR is not None  # the pinned torch has the kernel: the fast path is tested here
+    real = tnn._ONEDNN_LINEAR
+    assert real is not None  # the pinned torch has the kernel: the fast path is tested here
+    calls = []
+    monkeypatch.setattr(tnn, "_ONEDNN_LINEAR", lambda *args: calls.append(args[0].shape) or real(*args))
     torch.manual_seed(0)
     layer = tnn.Linear(300, 200)  # 150 rows x 300 x 200 = 9M multiply-adds: above ONEDNN_MIN_MACS
     x = torch.randn(150, 300, requires_grad=True)
-    calls = []
-    real = tnn._ONEDNN_LINEAR
-    tnn._ONEDNN_LINEAR = lambda *args: calls.append(args[0].shape) or real(*args)
-    try:
-        y = torch.tanh(layer(x))
-        assert calls  # the oneDNN path was taken
-        want = torch.tanh(torch.nn.functional.linear(x, layer.weight, layer.bias))
-        close(y, want)
-        v = torch.randn_like(y)
-        got = torch.autograd.grad((y * v).sum(), [x, layer.weight, layer.bias], create_graph=True)
-        ref = torch.autograd.grad((want * v).sum(), [x, layer.weight, layer.bias], create_graph=True)
-        for a, b in zip(got, ref, strict=True):
-            close(a, b)
-        u = [torch.randn_like(g) for g in got]  # Hessian-vector products: derivatives of the gradients
-        hvp = torch.autograd.grad(sum((g * w).sum() for g, w in zip(got, u, strict=True)), [x, layer.weight])
-        hvp_ref = torch.autograd.grad(
-            sum((g * w).sum() for g, w in zip(ref, u, strict=True)), [x, layer.weight]
-        )
-        for a, b in zip(hvp, hvp_ref, strict=True):
-            close(a, b)
-        with torch.no_grad():
-            close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
-        calls.clear()
-        small = tnn.Linear(64, 64)
-        small(torch.randn(64, 64))  # 262k multiply-adds: torch's own product
-        tnn.Linear(300, 200).double()(x.detach().double())  # float64: torch's own
-        assert not calls
-    finally:
-        tnn._ONEDNN_LINEAR = real
+    y = torch.tanh(layer(x))
+    assert calls  # the oneDNN path was taken
+    want = torch.tanh(torch.nn.functional.linear(x, layer.weight, layer.bias))
+    close(y, want)
+    v = torch.randn_like(y)
+    got = torch.autograd.grad((y * v).sum(), [x, layer.weight, layer.bias], create_graph=True)
+    ref = torch.autograd.grad((want * v).sum(), [x, layer.weight, layer.bias], create_graph=True)
+    for a, b in zip(got, ref, strict=True):
+        close(a, b)
+    u = [torch.randn_like(g) for g in got]  # Hessian-vector products: derivatives of the gradients
+    hvp = torch.autograd.grad(sum((g * w).sum() for g, w in zip(got, u, strict=True)), [x, layer.weight])
+    hvp_ref = torch.autograd.grad(sum((g * w).sum() for g, w in zip(ref, u, strict=True)), [x, layer.weight])
+    for a, b in zip(hvp, hvp_ref, strict=True):
+        close(a, b)
+    calls.clear()
+    with torch.no_grad():
+        close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+    assert calls  # without autograd: the kernel itself
+    calls.clear()
+    tnn.Linear(64, 64)(torch.randn(64, 64))  # 262k multiply-adds: torch's own product
+    tnn.Linear(300, 200).double()(x.detach().double())  # float64: torch's own
+    assert not calls
