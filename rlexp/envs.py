@@ -314,6 +314,10 @@ def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_spa
         raise RLExpError(
             f"{name} cannot handle the action space {act_space} of {env_id}; supported: {names}{also}"
         )
+    if getattr(algo, "use_sde", False) and not isinstance(act_space, spaces.Box):
+        raise RLExpError(
+            f"algo.use_sde=true needs a Box action space, but {env_id} has {act_space}; use algo.use_sde=false"
+        )
     if (
         algo.BOUNDED_ACTIONS
         and isinstance(act_space, spaces.Box)

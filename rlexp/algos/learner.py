@@ -178,9 +178,7 @@ class OnPolicyLearner(Learner):
     def step(self, obs: np.ndarray, env: int = 0) -> tuple[np.ndarray, float, float]:
         """Sample an action for one observation of env ``env`` (recurrent networks: from that env's
         state, which moves on); return (action, V(obs), log-prob of the action)."""
-        return (
-            self.acting.step(obs, env) if isinstance(self.acting, RecurrentActing) else self.acting.step(obs)
-        )
+        return self.acting.step(obs, env)
 
     def value(self, obs: np.ndarray, env: int = 0) -> float:
         """V(obs) for one observation (the bootstrap value of a cut path; recurrent: after env
@@ -204,6 +202,11 @@ class OnPolicyLearner(Learner):
 
     def start_epoch(self, epoch: int) -> None:
         """Called before the collection of epoch ``epoch`` (0-based) of ``algo.epochs``."""
+
+    def resample_noise(self) -> None:
+        """gSDE (``algo.use_sde``): fresh exploration matrices for every env of the rank."""
+        assert self.acting.sde is not None
+        self.acting.sde.resample()
 
     def update(self, batch: Batch) -> Stats:
         stats = self.update_networks(self.tensors(batch))

@@ -70,6 +70,8 @@ class OnPolicyConfig(AlgoConfig):
     vf_lr: float = MISSING
     train_v_iters: int = MISSING
     log_std_init: float = MISSING
+    use_sde: bool = MISSING
+    sde_sample_freq: int = MISSING
     ortho_init: bool = MISSING
     adam_eps: float = MISSING
 
@@ -85,6 +87,11 @@ class OnPolicyConfig(AlgoConfig):
         check(
             math.isfinite(self.log_std_init),
             f"algo.log_std_init={self.log_std_init} is out of range; use a finite number",
+        )
+        check(
+            self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
+            f"algo.sde_sample_freq={self.sde_sample_freq} is out of range; use >= 1 (env steps of each env between "
+            "two draws of gSDE's exploration matrices) or -1 (one draw per epoch)",
         )
         check(
             math.isfinite(self.adam_eps) and self.adam_eps > 0,
@@ -186,9 +193,16 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                 learner.acting.set_state(i, flat)
             starts = np.asarray(state["starts"], np.bool_).copy()
     timer = book.timer
+    # gSDE: fresh exploration matrices at each epoch's start (so checkpoints need none) and every
+    # sde_sample_freq steps of each env; 0: no gSDE
+    sde_every = (
+        0 if learner.acting.sde is None else algo.sde_sample_freq if algo.sde_sample_freq > 0 else env_steps
+    )
     for epoch in range(book.first_epoch, algo.epochs):
         learner.start_epoch(epoch)
         for t in range(env_steps):
+            if sde_every and t % sde_every == 0:
+                learner.resample_noise()
             with timer.phase("act"):  # each env's observation in turn, from the one acting generator
                 if recurrent:
                     for i in range(n):

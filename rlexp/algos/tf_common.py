@@ -25,7 +25,14 @@ from rlexp.cluster import rank_gpu
 from rlexp.comm.tf import avg_grads, sync_variables
 from rlexp.errors import RLExpError
 from rlexp.nn import Sequences
-from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy, RecurrentActing, RecurrentCell
+from rlexp.nn.acting import (
+    ActorCriticActing,
+    Forward,
+    MLPCopy,
+    RecurrentActing,
+    RecurrentCell,
+    StateDependentNoise,
+)
 from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, Recurrent, TFForward, linear_layers
 from rlexp.schema import RLExpConfig, TFBackendConfig
 from rlexp.seeding import RankSeeds
@@ -175,6 +182,7 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
             algo.ortho_init,
             None if net.recurrent is None else (net.recurrent, net.recurrent_size),
             net.recurrent_critic,
+            algo.use_sde,
         )
         self.sync(self.ac)
         self.vf_optimizer = Adam(self.ac.v.parameters(), lr=algo.vf_lr, eps=algo.adam_eps)
@@ -182,18 +190,29 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.numpy()) if isinstance(pi, GaussianActor) else None
+        sde = None
+        if isinstance(pi, GaussianActor) and pi.sde:  # numpy acts on the latent features, then the head
+            sde = StateDependentNoise(lambda: linear_layers(head)[-1:], log_std, self.rng, cfg.env.num_envs)
+            log_std = None
+        # the policy's MLP in numpy: to its output, or with gSDE to its latent features (last hidden layer)
+        pi_mlp = MLPCopy(lambda: linear_layers(head), net.activation)
+        if sde is not None:
+            pi_mlp = MLPCopy(lambda: linear_layers(head)[:-1], net.activation, net.activation)
         if net.recurrent is not None:  # numpy heads and cells after the encoder (a CNN's through TF)
-            self.acting = self.recurrent_acting(head, log_std)
+            self.acting = self.recurrent_acting(pi_mlp, log_std, sde)
             return
         if self.image is None:
-            pi_out: Forward = MLPCopy(lambda: linear_layers(head), net.activation)
+            pi_out: Forward = pi_mlp
             v_out: Forward = MLPCopy(lambda: linear_layers(v.v_net), net.activation)
         else:
-            pi_out = TFForward(self.function(lambda o: head(pi.encode(o))))
+            to_out = head if sde is None else pi.latent  # type: ignore[union-attr]
+            pi_out = TFForward(self.function(lambda o: to_out(pi.encode(o))))
             v_out = TFForward(self.function(lambda o: v.v_net(v.encode(o))))
-        self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng)
+        self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng, sde)
 
-    def recurrent_acting(self, head: Module, log_std: Any) -> RecurrentActing:
+    def recurrent_acting(
+        self, pi_mlp: MLPCopy, log_std: Any, sde: StateDependentNoise | None
+    ) -> RecurrentActing:
         """Acting with recurrent networks, as the torch learner's: the encoders (a CNN through a
         compiled TF function), then each network's recurrent cell and MLP head in numpy."""
         net, pi, v = self.cfg.network, self.ac.pi, self.ac.v
@@ -213,7 +232,7 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         assert isinstance(pi.encoder, Recurrent)
         separate = isinstance(v.encoder, Recurrent)
         return RecurrentActing(
-            MLPCopy(lambda: linear_layers(head), net.activation),
+            pi_mlp,
             MLPCopy(lambda: linear_layers(v.v_net), net.activation),
             log_std,
             self.rng,
@@ -222,6 +241,7 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
             self.cfg.env.num_envs,
             inner(pi.encoder),
             inner(v.encoder) if separate else None,  # type: ignore[arg-type]
+            sde,
         )
 
     def modules(self) -> dict[str, Module]:

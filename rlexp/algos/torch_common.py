@@ -23,7 +23,14 @@ from rlexp.cluster import rank_gpu
 from rlexp.comm.torch import avg_grads, sync_params
 from rlexp.errors import RLExpError
 from rlexp.nn import Sequences
-from rlexp.nn.acting import ActorCriticActing, Forward, MLPCopy, RecurrentActing, RecurrentCell
+from rlexp.nn.acting import (
+    ActorCriticActing,
+    Forward,
+    MLPCopy,
+    RecurrentActing,
+    RecurrentCell,
+    StateDependentNoise,
+)
 from rlexp.nn.torch import ActorCritic, GaussianActor, Recurrent, TorchForward, linear_layers
 from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
@@ -246,24 +253,36 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
                 algo.ortho_init,
                 None if net.recurrent is None else (net.recurrent, net.recurrent_size),
                 net.recurrent_critic,
+                algo.use_sde,
             ).to(self.device)
         self.sync(self.ac)
         self.vf_optimizer = adam(self.ac.v.parameters(), algo.vf_lr, algo.adam_eps)
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.detach().cpu().numpy()) if isinstance(pi, GaussianActor) else None
+        sde = None
+        if isinstance(pi, GaussianActor) and pi.sde:  # numpy acts on the latent features, then the head
+            sde = StateDependentNoise(lambda: linear_layers(head)[-1:], log_std, self.rng, cfg.env.num_envs)
+            log_std = None
+        # the policy's MLP in numpy: to its output, or with gSDE to its latent features (last hidden layer)
+        pi_mlp = MLPCopy(lambda: linear_layers(head), net.activation)
+        if sde is not None:
+            pi_mlp = MLPCopy(lambda: linear_layers(head)[:-1], net.activation, net.activation)
         if net.recurrent is not None:  # numpy heads and cells after the encoder (a CNN's in torch)
-            self.acting = self.recurrent_acting(head, log_std)
+            self.acting = self.recurrent_acting(pi_mlp, log_std, sde)
             return
         if self.image is None:
-            pi_out: Forward = MLPCopy(lambda: linear_layers(head), net.activation)
+            pi_out: Forward = pi_mlp
             v_out: Forward = MLPCopy(lambda: linear_layers(v.v_net), net.activation)
         else:
-            pi_out = TorchForward(lambda o: head(pi.encoder(o)), self.device)
+            to_out = head if sde is None else pi.latent  # type: ignore[union-attr]
+            pi_out = TorchForward(lambda o: to_out(pi.encoder(o)), self.device)
             v_out = TorchForward(lambda o: v.v_net(v.encoder(o)), self.device)
-        self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng)
+        self.acting = ActorCriticActing(pi_out, v_out, log_std, self.rng, sde)
 
-    def recurrent_acting(self, head: torch.nn.Sequential, log_std: Any) -> RecurrentActing:
+    def recurrent_acting(
+        self, pi_mlp: MLPCopy, log_std: Any, sde: StateDependentNoise | None
+    ) -> RecurrentActing:
         """Acting with recurrent networks: the encoders (a CNN through torch), then each network's
         recurrent cell and MLP head in numpy, a state per env of the rank (and one for ``act``)."""
         net, pi, v = self.cfg.network, self.ac.pi, self.ac.v
@@ -284,7 +303,7 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
         assert isinstance(pi.encoder, Recurrent)
         separate = isinstance(v.encoder, Recurrent)
         return RecurrentActing(
-            MLPCopy(lambda: linear_layers(head), net.activation),
+            pi_mlp,
             MLPCopy(lambda: linear_layers(v.v_net), net.activation),
             log_std,
             self.rng,
@@ -293,6 +312,7 @@ class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):
             self.cfg.env.num_envs,
             inner(pi.encoder),
             inner(v.encoder) if separate else None,  # type: ignore[arg-type]
+            sde,
         )
 
     def modules(self) -> dict[str, torch.nn.Module]:

@@ -18,6 +18,10 @@ ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu", "sigmoid", "
 # SAC's clamp of the policy's log sigma (Spinning Up's bounds), on every backend.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
+# gSDE (the on-policy algorithms' ``algo.use_sde``): added to each action dimension's variance
+# latent^2 @ exp(log_std)^2, on every backend (SB3's StateDependentNoiseDistribution epsilon).
+SDE_EPS = 1e-6
+
 # How observations reach the MLP heads (config check: network.encoder): ``mlp`` feeds the flat
 # observation vector as it is; ``nature_cnn`` encodes image observations with the CNN of Mnih et al.
 # (2015) into NATURE_CNN_FEATURES features; ``minatar_cnn`` encodes MinAtar's small 0/1 images with the

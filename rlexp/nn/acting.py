@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN
+from rlexp.nn import LOG_STD_MAX, LOG_STD_MIN, SDE_EPS
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -107,13 +107,77 @@ class MLPCopy(WeightCopy):
         return mlp_forward(self.layers, x, self.activation, self.output_activation)
 
 
+class StateDependentNoise:
+    """gSDE's exploration (generalized state-dependent exploration: Raffin, Kober and Stulp 2022; SB3's
+    ``use_sde``) for a Gaussian policy whose ``pi`` forward gives its latent features (the last hidden
+    layer): the action is ``mean + latent @ E``, with ``mean = latent @ W.T + b`` and ``E`` a (latent,
+    act_dim) matrix drawn from N(0, exp(log_std)^2), one per env slot, kept until :meth:`resample`
+    (the loop draws them at each epoch's start and every ``algo.sde_sample_freq`` steps). Given the
+    state, the action is Gaussian with variance ``latent^2 @ exp(log_std)^2 + SDE_EPS`` per dimension:
+    its log-probability, which the frameworks' policies compute alike (nn/torch.py's GaussianActor).
+
+    :param head: reads ``[(W, b)]``, the policy's output layer.
+    :param log_std: reads the (latent, act_dim) log std matrix.
+    :param rng: the learner's acting Generator (checkpointed).
+    :param slots: the envs of the rank, each with its own matrix.
+    """
+
+    def __init__(
+        self,
+        head: Callable[[], Layers],
+        log_std: Callable[[], np.ndarray],
+        rng: np.random.Generator,
+        slots: int,
+    ) -> None:
+        self.head, self.read_log_std, self.rng, self.slots = WeightCopy(head), log_std, rng, slots
+        self._std: np.ndarray | None = None
+        self.matrices: np.ndarray | None = None  # (slots, latent, act_dim); None until the first resample
+
+    def refresh(self) -> None:
+        """The network changed: copy its weights again before the next call (the matrices stay)."""
+        self.head.refresh()
+        self._std = None
+
+    @property
+    def std(self) -> np.ndarray:
+        if self._std is None:
+            self._std = np.exp(np.array(self.read_log_std(), np.float64))
+        return self._std
+
+    def resample(self) -> None:
+        """Fresh exploration matrices for every slot, from the acting Generator."""
+        std = self.std
+        self.matrices = std * self.rng.standard_normal((self.slots, *std.shape))
+
+    def mean(self, latent: np.ndarray) -> np.ndarray:
+        ((w, b),) = self.head.layers
+        return latent @ w.T + b
+
+    def sample(self, latent: np.ndarray, slot: int) -> tuple[np.ndarray, float]:
+        """An action for the ``latent`` features with slot ``slot``'s matrix (``-1``: a fresh draw, for
+        :meth:`ActorCriticActing.act`), and its log-probability."""
+        std = self.std
+        if slot < 0:
+            matrix = std * self.rng.standard_normal(std.shape)
+        else:
+            assert self.matrices is not None, "resample() draws the matrices before the first step"
+            matrix = self.matrices[slot]
+        mean = self.mean(latent)
+        a = mean + latent @ matrix
+        variance = latent**2 @ std**2 + SDE_EPS
+        logp = np.sum(-0.5 * (a - mean) ** 2 / variance - 0.5 * np.log(variance) - _HALF_LOG_2PI)
+        return a.astype(np.float32), float(logp)
+
+
 class ActorCriticActing:
     """Spinning Up's actor-critic acting (VPG, TRPO, PPO): sample, log-probability and V(s).
 
-    :param pi: the policy head: logits (``discrete``) or the Gaussian's mean (float64; a vector for one observation).
+    :param pi: the policy head: logits (``discrete``), the Gaussian's mean, or with ``sde`` its latent
+        features (float64; a vector for one observation).
     :param v: the value function (an array of one value for one observation).
-    :param log_std: reads the state-independent log std of a Gaussian policy (None: categorical).
+    :param log_std: reads the state-independent log std of a Gaussian policy (None: categorical, or gSDE).
     :param rng: the Generator that draws actions; the learner checkpoints its state.
+    :param sde: a Gaussian policy's gSDE exploration (None: the state-independent std).
     """
 
     def __init__(
@@ -122,9 +186,10 @@ class ActorCriticActing:
         v: Forward,
         log_std: Callable[[], np.ndarray] | None,
         rng: np.random.Generator,
+        sde: StateDependentNoise | None = None,
     ) -> None:
-        self.pi, self.v, self.read_log_std, self.rng = pi, v, log_std, rng
-        self.discrete = log_std is None
+        self.pi, self.v, self.read_log_std, self.rng, self.sde = pi, v, log_std, rng, sde
+        self.discrete = log_std is None and sde is None
         self.log_std: np.ndarray | None = None
 
     def refresh(self) -> None:
@@ -132,9 +197,14 @@ class ActorCriticActing:
         self.pi.refresh()
         self.v.refresh()
         self.log_std = None
+        if self.sde is not None:
+            self.sde.refresh()
 
-    def _sample(self, out: np.ndarray) -> tuple[np.ndarray, float]:
-        """An action drawn from the policy with head output ``out``, and its log-probability."""
+    def _sample(self, out: np.ndarray, slot: int) -> tuple[np.ndarray, float]:
+        """An action drawn from the policy with head output ``out`` (env ``slot``'s, for gSDE's
+        matrix), and its log-probability."""
+        if self.sde is not None:
+            return self.sde.sample(out, slot)
         if self.read_log_std is None:
             logp_all = out - np.logaddexp.reduce(out)
             probs = np.exp(logp_all)
@@ -147,10 +217,19 @@ class ActorCriticActing:
         logp = np.sum(-0.5 * ((a - out) / std) ** 2 - self.log_std - _HALF_LOG_2PI)
         return a.astype(np.float32), float(logp)
 
-    def step(self, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """Sample an action for one observation; return (action, V(obs), log-prob of the action)."""
+    def _act(self, out: np.ndarray, deterministic: bool) -> np.ndarray:
+        """:meth:`act` from the head output ``out``."""
+        if not deterministic:
+            return self._sample(out, -1)[0]
+        if self.discrete:
+            return np.int64(np.argmax(out))
+        return (out if self.sde is None else self.sde.mean(out)).astype(np.float32)
+
+    def step(self, obs: np.ndarray, slot: int = 0) -> tuple[np.ndarray, float, float]:
+        """Sample an action for one observation of env ``slot``; return (action, V(obs), log-prob of
+        the action)."""
         obs = np.asarray(obs, dtype=np.float64)
-        a, logp = self._sample(self.pi(obs))
+        a, logp = self._sample(self.pi(obs), slot)
         return a, self.value(obs), logp
 
     def value(self, obs: np.ndarray) -> float:
@@ -159,10 +238,7 @@ class ActorCriticActing:
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """A sample, or with ``deterministic`` the mean (Box) / the most likely action (Discrete)."""
-        out = self.pi(np.asarray(obs, dtype=np.float64))
-        if not deterministic:
-            return self._sample(out)[0]
-        return np.int64(np.argmax(out)) if self.discrete else out.astype(np.float32)
+        return self._act(self.pi(np.asarray(obs, dtype=np.float64)), deterministic)
 
 
 class SquashedGaussianActing:
@@ -280,8 +356,9 @@ class RecurrentActing(ActorCriticActing):
         slots: int,
         pi_in: Forward | None = None,
         v_in: Forward | None = None,
+        sde: StateDependentNoise | None = None,
     ) -> None:
-        super().__init__(pi, v, log_std, rng)
+        super().__init__(pi, v, log_std, rng, sde)
         self.pi_cell, self.v_cell, self.pi_in, self.v_in = pi_cell, v_cell, pi_in, v_in
         self.slots = slots
         self.states: list[dict[str, tuple[np.ndarray, ...]]] = [self.zero() for _ in range(slots + 1)]
@@ -316,10 +393,10 @@ class RecurrentActing(ActorCriticActing):
             f_v, new["v"] = self.v_cell(x if self.v_in is None else self.v_in(x), state["v"])
         return self.pi(f_pi), self.v(f_v), new
 
-    def step(self, obs: np.ndarray, slot: int = 0) -> tuple[np.ndarray, float, float]:  # type: ignore[override]
+    def step(self, obs: np.ndarray, slot: int = 0) -> tuple[np.ndarray, float, float]:
         out, v, new = self._forward(obs, slot)
         self.states[slot] = new
-        a, logp = self._sample(out)
+        a, logp = self._sample(out, slot)
         return a, float(v[0]), logp
 
     def value(self, obs: np.ndarray, slot: int = 0) -> float:  # type: ignore[override]
@@ -329,9 +406,7 @@ class RecurrentActing(ActorCriticActing):
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         out, _, new = self._forward(obs, -1)
         self.states[-1] = new
-        if not deterministic:
-            return self._sample(out)[0]
-        return np.int64(np.argmax(out)) if self.discrete else out.astype(np.float32)
+        return self._act(out, deterministic)
 
     def state(self, slot: int, dtype: Any = np.float32) -> np.ndarray:
         """Slot ``slot``'s state as one vector: pi's h (and c), then V's (float32 for the buffer,

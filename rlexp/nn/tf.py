@@ -31,6 +31,7 @@ from rlexp.nn import (
     MINATAR_CNN_KERNEL,
     NATURE_CNN_CONVS,
     NATURE_CNN_FEATURES,
+    SDE_EPS,
     Image,
     Sequences,
     minatar_cnn_features,
@@ -375,7 +376,8 @@ class CategoricalActor(Module):
 
 class GaussianActor(Module):
     """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (initially
-    ``log_std_init``; Spinning Up's -0.5)."""
+    ``log_std_init``; Spinning Up's -0.5). ``sde``: gSDE, as rlexp/nn/torch.py's GaussianActor (a
+    (latent, act_dim) log std matrix; the std of each state from its latent features)."""
 
     def __init__(
         self,
@@ -387,10 +389,13 @@ class GaussianActor(Module):
         image: Image | None = None,
         log_std_init: float = -0.5,
         recurrent: RecurrentSpec | None = None,
+        sde: bool = False,
     ) -> None:
         super().__init__()
-        self.log_std = tf.Variable(np.full(act_dim, log_std_init, np.float32), name="log_std")
         self.encoder, n_in = encoder(obs_dim, image, rng, recurrent)
+        self.sde = sde
+        shape = (hidden_sizes[-1] if hidden_sizes else n_in, act_dim) if sde else (act_dim,)
+        self.log_std = tf.Variable(np.full(shape, log_std_init, np.float32), name="log_std")
         self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation, rng)
 
     def parameters(self) -> list[tf.Variable]:
@@ -398,8 +403,19 @@ class GaussianActor(Module):
 
     def distribution(self, obs: tf.Tensor) -> Dist:
         """(mean, log std broadcast to the mean's shape)."""
-        mu = self.mu_net(self.encode(obs))
-        return mu, tf.zeros_like(mu) + self.log_std
+        h = self.encode(obs)
+        if not self.sde:
+            mu = self.mu_net(h)
+            return mu, tf.zeros_like(mu) + self.log_std
+        latent = self.latent(h)
+        variance = tf.matmul(tf.square(tf.stop_gradient(latent)), tf.exp(2 * self.log_std)) + SDE_EPS
+        return self.mu_net.layers[-1](latent), 0.5 * tf.math.log(variance)
+
+    def latent(self, features: tf.Tensor) -> tf.Tensor:
+        """The MLP's last hidden layer (its activation applied) for the encoder's ``features``."""
+        for layer in self.mu_net.layers[:-1]:
+            features = self.mu_net.act(layer(features))
+        return features
 
     def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tuple[Dist, tf.Tensor]:
         """pi and log pi(act|obs)."""
@@ -464,6 +480,7 @@ class ActorCritic(Module):
         ortho_init: bool = False,
         recurrent: tuple[str, int] | None = None,
         recurrent_critic: str = "separate",
+        sde: bool = False,
     ) -> None:
         super().__init__()
         rnn_pi = None if recurrent is None else (*recurrent, "pi")
@@ -474,7 +491,7 @@ class ActorCritic(Module):
         else:
             act_dim = int(np.prod(act_space.shape))
             self.pi = GaussianActor(
-                obs_dim, act_dim, hidden_sizes, activation, rng, image, log_std_init, rnn_pi
+                obs_dim, act_dim, hidden_sizes, activation, rng, image, log_std_init, rnn_pi, sde
             )
         if recurrent is not None and recurrent_critic == "shared":
             assert isinstance(self.pi.encoder, Recurrent)

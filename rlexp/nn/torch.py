@@ -27,6 +27,7 @@ from rlexp.nn import (
     MINATAR_CNN_KERNEL,
     NATURE_CNN_CONVS,
     NATURE_CNN_FEATURES,
+    SDE_EPS,
     Image,
     Sequences,
     minatar_cnn_features,
@@ -364,7 +365,16 @@ class CategoricalActor(nn.Module):
 
 class GaussianActor(nn.Module):
     """Diagonal Gaussian policy over a Box: mean from an MLP, state-independent log std (initially
-    ``log_std_init``; Spinning Up's -0.5)."""
+    ``log_std_init``; Spinning Up's -0.5).
+
+    With ``sde`` (gSDE: generalized state-dependent exploration, Raffin, Kober and Stulp 2022; SB3's
+    ``use_sde``): ``log_std`` is a (latent, act_dim) matrix, where the latent features are the MLP's
+    last hidden layer (the encoder's output without hidden layers). Acting adds ``latent @ E`` to the
+    mean, ``E`` a matrix drawn from N(0, exp(log_std)^2) and kept for a while
+    (:class:`rlexp.nn.acting.StateDependentNoise`); given the state, the action is then Gaussian with
+    variance ``latent^2 @ exp(log_std)^2 + SDE_EPS`` per dimension, the latent taken without its
+    gradient (SB3's default ``learn_features=False``).
+    """
 
     def __init__(
         self,
@@ -375,19 +385,40 @@ class GaussianActor(nn.Module):
         image: Image | None = None,
         log_std_init: float = -0.5,
         recurrent: RecurrentSpec | None = None,
+        sde: bool = False,
     ) -> None:
         super().__init__()
-        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
-        self.encoder, n_in = encoder(obs_dim, image, recurrent)
+        features, n_in = encoder(obs_dim, image, recurrent)
+        self.sde = sde
+        shape = (hidden_sizes[-1] if hidden_sizes else n_in, act_dim) if sde else (act_dim,)
+        self.log_std = nn.Parameter(
+            torch.full(shape, float(log_std_init))
+        )  # the first parameter, as before gSDE
+        self.encoder = features
         self.mu_net = mlp([n_in, *hidden_sizes, act_dim], activation)
 
+    def latent(self, features: torch.Tensor) -> torch.Tensor:
+        """The MLP's last hidden layer (its activation applied) for the encoder's ``features``."""
+        for module in list(self.mu_net)[:-2]:  # all but the output Linear and its (identity) activation
+            features = module(features)
+        return features
+
+    def mean_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean and std of the action distribution: the std is (act_dim,) without gSDE, else one row
+        per observation."""
+        if not self.sde:
+            return self.mu_net(self.encoder(obs)), torch.exp(self.log_std)
+        latent = self.latent(self.encoder(obs))
+        variance = latent.detach() ** 2 @ torch.exp(2 * self.log_std) + SDE_EPS
+        return self.mu_net[-2](latent), torch.sqrt(variance)
+
     def distribution(self, obs: torch.Tensor) -> Distribution:
-        return Normal(self.mu_net(self.encoder(obs)), torch.exp(self.log_std))
+        return Normal(*self.mean_std(obs))
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
         """pi and log pi(act|obs). The log-density is computed from the (act_dim,) std, not from the
         Normal's copy of it broadcast to the batch (the same values, without a batch-sized log)."""
-        mu, std = self.mu_net(self.encoder(obs)), torch.exp(self.log_std)
+        mu, std = self.mean_std(obs)
         return Normal(mu, std), gaussian_log_prob(act, mu, std).sum(axis=-1)
 
 
@@ -419,7 +450,7 @@ class ActorCritic(nn.Module):
     """Spinning Up's MLPActorCritic: ``pi`` (categorical or Gaussian by action space) and ``v``, each
     with its own encoder (``image``: a CNN each). With ``recurrent`` (kind, size) each encoder ends in
     a :class:`Recurrent` layer, V's own (``recurrent_critic="separate"``) or a gradient-free view of the
-    policy's (``"shared"``)."""
+    policy's (``"shared"``). ``sde``: a Gaussian policy explores with gSDE (:class:`GaussianActor`)."""
 
     def __init__(
         self,
@@ -432,6 +463,7 @@ class ActorCritic(nn.Module):
         ortho_init: bool = False,
         recurrent: tuple[str, int] | None = None,
         recurrent_critic: str = "separate",
+        sde: bool = False,
     ) -> None:
         super().__init__()
         rnn_pi = None if recurrent is None else (*recurrent, "pi")
@@ -440,8 +472,9 @@ class ActorCritic(nn.Module):
                 obs_dim, int(act_space.n), hidden_sizes, activation, image, rnn_pi
             )
         else:
+            act_dim = int(np.prod(act_space.shape))
             self.pi = GaussianActor(
-                obs_dim, int(np.prod(act_space.shape)), hidden_sizes, activation, image, log_std_init, rnn_pi
+                obs_dim, act_dim, hidden_sizes, activation, image, log_std_init, rnn_pi, sde
             )
         if recurrent is not None and recurrent_critic == "shared":
             assert isinstance(self.pi.encoder, Recurrent)
