@@ -81,4 +81,12 @@ fi
 slurmctld; slurmd                                   # both daemonize, pids -> $S/*.pid
 for i in $(seq 120); do sinfo -h -o %T 2>/dev/null | grep -qx idle && break; sleep 0.5; done
 sinfo -h -o %T | grep -qx idle || { tail -n 30 "$S"/log/*.log; exit 1; }
-timeout 60 srun -n1 true && echo "SLURM ready"
+JOB=$(timeout 60 srun -n1 sh -c 'echo $SLURM_JOB_ID')
+if [ "$WITH_ACCOUNTING" = 1 ]; then  # accounting works end to end: slurmdbd has recorded that job
+  for i in $(seq 240); do
+    [ "$(sacct -X -n --parsable2 -o State -j "$JOB" 2>/dev/null)" = COMPLETED ] && break; sleep 0.5
+  done
+  [ "$(sacct -X -n --parsable2 -o State -j "$JOB")" = COMPLETED ] \
+    || { echo "slurmdbd has no record of job $JOB after 120 s"; tail -n 30 "$S"/log/slurm*.log; exit 1; }
+fi
+echo "SLURM ready"
