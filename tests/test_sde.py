@@ -76,6 +76,23 @@ def test_gsde_acts_with_the_mean_plus_the_latent_times_each_envs_held_matrix(bac
     assert not np.allclose(lrn.act(obs[0]), lrn.act(obs[0]))
 
 
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_gsde_with_a_cnn_encoder_acts_through_the_framework_with_its_log_probabilities(backend):
+    from tests.test_images import BOX as IMAGE_BOX
+    from tests.test_images import image_learner, images
+
+    lrn = image_learner("ppo", backend, IMAGE_BOX, "algo.use_sde=true")
+    assert lrn.acting.sde.read_log_std().shape == (16, 2)  # hidden_sizes [16] after the CNN
+    lrn.resample_noise()
+    obs = images(6)
+    latent, mean = latent_and_mean(lrn, obs)
+    steps = [lrn.step(o, 0) for o in obs]
+    acts = np.stack([s[0] for s in steps])
+    np.testing.assert_allclose(acts, mean + latent @ lrn.acting.sde.matrices[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose([s[2] for s in steps], log_prob(lrn, obs, acts), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(lrn.act(obs[0], deterministic=True), mean[0], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize(
     "algo,overrides",
     [
