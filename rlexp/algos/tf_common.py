@@ -32,6 +32,7 @@ from rlexp.nn.acting import (
     RecurrentActing,
     RecurrentCell,
     StateDependentNoise,
+    policy_head,
 )
 from rlexp.nn.tf import ActorCritic, Adam, GaussianActor, Module, Recurrent, TFForward, linear_layers
 from rlexp.schema import RLExpConfig, TFBackendConfig
@@ -190,14 +191,15 @@ class OnPolicyTFLearner(OnPolicyLearner, TFLearner):
         pi, v = self.ac.pi, self.ac.v
         head = pi.mu_net if isinstance(pi, GaussianActor) else pi.logits_net
         log_std = (lambda: pi.log_std.numpy()) if isinstance(pi, GaussianActor) else None
-        sde = None
-        if isinstance(pi, GaussianActor) and pi.sde:  # numpy acts on the latent features, then the head
-            sde = StateDependentNoise(lambda: linear_layers(head)[-1:], log_std, self.rng, cfg.env.num_envs)
-            log_std = None
         # the policy's MLP in numpy: to its output, or with gSDE to its latent features (last hidden layer)
-        pi_mlp = MLPCopy(lambda: linear_layers(head), net.activation)
-        if sde is not None:
-            pi_mlp = MLPCopy(lambda: linear_layers(head)[:-1], net.activation, net.activation)
+        pi_mlp, log_std, sde = policy_head(
+            lambda: linear_layers(head),
+            net.activation,
+            log_std,
+            self.rng,
+            cfg.env.num_envs,
+            isinstance(pi, GaussianActor) and pi.sde,
+        )
         if net.recurrent is not None:  # numpy heads and cells after the encoder (a CNN's through TF)
             self.acting = self.recurrent_acting(pi_mlp, log_std, sde)
             return

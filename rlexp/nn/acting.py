@@ -169,6 +169,25 @@ class StateDependentNoise:
         return a.astype(np.float32), float(logp)
 
 
+def policy_head(
+    read: Callable[[], Layers],
+    activation: str,
+    log_std: Callable[[], np.ndarray] | None,
+    rng: np.random.Generator,
+    slots: int,
+    sde: bool,
+) -> tuple[MLPCopy, Callable[[], np.ndarray] | None, StateDependentNoise | None]:
+    """The policy's MLP in numpy and how it explores, as :class:`ActorCriticActing` takes them: the
+    whole MLP (``read``: its layers) with ``log_std`` (None: categorical), or with ``sde`` the MLP to its
+    latent features, no state-independent log std and the :class:`StateDependentNoise` that applies
+    the output layer (``log_std`` then reads its matrix)."""
+    if not sde:
+        return MLPCopy(read, activation), log_std, None
+    assert log_std is not None, "gSDE needs a Gaussian policy"
+    noise = StateDependentNoise(lambda: read()[-1:], log_std, rng, slots)
+    return MLPCopy(lambda: read()[:-1], activation, activation), None, noise
+
+
 class ActorCriticActing:
     """Spinning Up's actor-critic acting (VPG, TRPO, PPO): sample, log-probability and V(s).
 

@@ -416,8 +416,9 @@ class GaussianActor(nn.Module):
         return Normal(*self.mean_std(obs))
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
-        """pi and log pi(act|obs). The log-density is computed from the (act_dim,) std, not from the
-        Normal's copy of it broadcast to the batch (the same values, without a batch-sized log)."""
+        """pi and log pi(act|obs). The log-density is computed from :meth:`mean_std`'s std (without gSDE
+        the (act_dim,) vector), not from the Normal's copy of it broadcast to the batch (the same values,
+        without a batch-sized log)."""
         mu, std = self.mean_std(obs)
         return Normal(mu, std), gaussian_log_prob(act, mu, std).sum(axis=-1)
 
