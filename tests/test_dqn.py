@@ -179,6 +179,17 @@ def test_epsilon_falls_linearly_and_the_target_follows_every_target_update_every
     assert fresh.steps == 300 and fresh.epsilon == lrn.epsilon
 
 
+def test_beta_reaches_1_at_the_end_of_the_run_or_after_per_beta_steps():
+    """By default beta is annealed over the whole run (epochs x steps_per_epoch env steps), so a short
+    tuned budget ends at 1 as the PER paper's; per_beta_steps sets another span."""
+    run = learner("torch", "algo.prioritized=true", "algo.epochs=5", "algo.steps_per_epoch=200").algo
+    assert run.per_beta_steps is None and run.per_beta0 == 0.4
+    assert [run.beta(s) for s in (0, 500, 1000, 2000)] == [0.4, pytest.approx(0.7), 1.0, 1.0]
+    fixed = learner("torch", "algo.prioritized=true", "algo.epochs=5", "algo.per_beta_steps=100").algo
+    assert [fixed.beta(s) for s in (0, 50, 100)] == [0.4, pytest.approx(0.7), 1.0]
+    assert learner("torch").algo.beta(0) is None  # uniform replay: no weights
+
+
 def test_exploration_is_epsilon_greedy_from_the_acting_generator():
     lrn = learner("torch", "algo.exploration_steps=0", "algo.eps_end=0.25")
     lrn.advance(0)
@@ -386,6 +397,7 @@ def test_a_box_action_space_is_refused_naming_the_algorithms_that_take_it(tmp_pa
         ("algo.eps_end=1.5", "algo.eps_end=1.5 is out of range; use 0 <= eps_end <= 1"),
         ("algo.per_alpha=-1", "algo.per_alpha=-1.0 is out of range"),
         ("algo.target_update_every=0", "algo.target_update_every=0 is out of range"),
+        ("algo.per_beta_steps=-1", "algo.per_beta_steps=-1 is out of range; use >= 0"),
     ],
 )
 def test_bad_dqn_settings_are_one_line(tmp_path, override, fragment):

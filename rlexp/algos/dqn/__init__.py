@@ -26,7 +26,8 @@ What each key means is written beside it in ``conf/algo/dqn.yaml``; in words:
   bootstrap, a truncation does).
 - **Prioritized replay.** Transitions are sampled in proportion to ``(|TD error| + per_eps) ** per_alpha``
   (new ones at the largest priority so far) and their loss weighted by ``(N P(i)) ** -beta`` over its
-  largest value, beta rising linearly from ``per_beta0`` to 1 over ``per_beta_steps`` env steps.
+  largest value, beta rising linearly from ``per_beta0`` to 1 over ``per_beta_steps`` env steps (by
+  default the whole run, ``epochs * steps_per_epoch``: 1 at the end of training, as in the PER paper).
 
 With ``comm.procs = N`` the counting keys mean what they mean for SAC (rlexp/algos/off_policy.py):
 ``start_steps``, ``update_after``, ``exploration_steps``, ``target_update_every`` and
@@ -81,7 +82,7 @@ class DQNConfig(OffPolicyConfig):
     prioritized: bool = MISSING
     per_alpha: float = MISSING
     per_beta0: float = MISSING
-    per_beta_steps: int = MISSING
+    per_beta_steps: int | None = MISSING
     per_eps: float = MISSING
 
     def validate(self, procs: int) -> None:
@@ -107,7 +108,9 @@ class DQNConfig(OffPolicyConfig):
         for key in ("eps_start", "eps_end"):
             value = getattr(self, key)
             check(0.0 <= value <= 1.0, f"algo.{key}={value} is out of range; use 0 <= {key} <= 1")
-        check_at_least(self, target_update_every=1, exploration_steps=0, n_step=1, per_beta_steps=0)
+        check_at_least(self, target_update_every=1, exploration_steps=0, n_step=1)
+        if self.per_beta_steps is not None:
+            check_at_least(self, per_beta_steps=0)
         check(
             0.0 <= self.per_alpha <= 1.0,
             f"algo.per_alpha={self.per_alpha} is out of range; use 0 <= per_alpha <= 1",
@@ -128,13 +131,15 @@ class DQNConfig(OffPolicyConfig):
         return self.eps_start + (self.eps_end - self.eps_start) * steps / self.exploration_steps
 
     def beta(self, steps: int) -> float | None:
-        """The importance-sampling exponent after ``steps`` env steps of all ranks: linear to 1 (None
-        without prioritized replay)."""
+        """The importance-sampling exponent after ``steps`` env steps of all ranks: linear to 1 over
+        ``per_beta_steps`` (None: the run's ``epochs * steps_per_epoch``); None without prioritized
+        replay."""
         if not self.prioritized:
             return None
-        if self.per_beta_steps == 0 or steps >= self.per_beta_steps:
+        span = self.epochs * self.steps_per_epoch if self.per_beta_steps is None else self.per_beta_steps
+        if span == 0 or steps >= span:
             return 1.0
-        return self.per_beta0 + (1.0 - self.per_beta0) * steps / self.per_beta_steps
+        return self.per_beta0 + (1.0 - self.per_beta0) * steps / span
 
     def replay_options(self) -> dict[str, Any]:
         """How the loop builds this algorithm's replay (:class:`rlexp.buffers.ReplayBuffer`'s options)."""
