@@ -218,7 +218,7 @@ class NatureCNN(nn.Module):
         if len(shape) == 2:
             x = x.unsqueeze(1)
         elif not self.image.channels_first:
-            x = x.permute(0, 3, 1, 2)
+            x = x.permute(0, 3, 1, 2)  # a channels-last view: this CNN's convolutions run faster on it
         x = torch.relu(self.fc(self.convs(x).flatten(1)))
         return x.reshape(*lead, NATURE_CNN_FEATURES)
 
@@ -240,11 +240,15 @@ class MinAtarCNN(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         shape = self.image.shape
         lead = obs.shape[: obs.dim() - len(shape)]
-        x = obs.reshape(-1, *shape).float()
+        x = obs.reshape(-1, *shape)
         if len(shape) == 2:
             x = x.unsqueeze(1)
         elif not self.image.channels_first:
             x = x.permute(0, 3, 1, 2)
+        # contiguous NCHW in one conversion pass, not a channels-last view: on a view the output keeps
+        # that layout, and the NCHW flatten and the backward pass behind it copy and run on mixed strides
+        # (a MinAtar gradient step ~5% slower; the Nature CNN is the other way round)
+        x = x.to(torch.float32, memory_format=torch.contiguous_format)
         return torch.relu(self.conv(x)).flatten(1).reshape(*lead, self.features)
 
 

@@ -54,8 +54,16 @@ class TRPOLearner(OnPolicyTorchLearner):
         _, logp = self.ac.pi(batch["obs"], batch["act"])
         return -(torch.exp(logp - batch["logp"]) * batch["adv"]).mean()
 
+    @torch.no_grad()
     def _set_flat(self, flat: torch.Tensor) -> None:
-        torch.nn.utils.vector_to_parameters(flat, self.params)
+        """The policy's parameters set to ``flat``, in place: each keeps its own storage (not a view of
+        ``flat``, as ``vector_to_parameters`` would make it), so a checkpoint loads into the same layout
+        and the loaded policy computes bit for bit what the saved one did."""
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.copy_(flat[offset : offset + n].view_as(p))
+            offset += n
 
     def update_networks(self, batch: Batch) -> Stats:
         obs, algo = batch["obs"], self.algo
