@@ -97,7 +97,11 @@ def test_a_two_job_sweep_with_two_ranks_each(slurm, tmp_path):
         assert list(progress["Epoch"]) == [0, 1] and list(progress["TotalEnvInteracts"]) == [400, 800]
         assert (sweep / run / "checkpoints" / "epoch_000002.rank1.pt").is_file()  # both ranks ran
     # The cluster's accounting saw one job array whose two jobs completed.
-    array = next(p.name for p in (sweep / ".submitit").iterdir()).split("_")[0]
+    # .submitit holds a job folder per array task ("<array>_<task>") beside submitit's symlinks to the
+    # submission files (".submission_file_<uuid>.sh"), in no fixed order: read the id off the folders.
+    array = {p.name.split("_")[0] for p in (sweep / ".submitit").iterdir() if p.is_dir()}
+    assert len(array) == 1, array
+    array = array.pop()
     assert _states(array) == ["COMPLETED", "COMPLETED"]
 
 
