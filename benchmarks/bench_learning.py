@@ -37,6 +37,7 @@ MinAtar/SpaceInvaders-v1 (env=minatar) and ALE/Pong-v5 (env=atari), each at its 
 reference columns are SB3-zoo's, CleanRL's and MinAtar's own DQN. ``--variant LABEL
 KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt; ``--only-variant``
 trains just that). ``--set`` adds overrides to every run (e.g. a tiny budget for a test).
+``--only-sb3`` trains only the ``--sb3`` runs (e.g. beside an rlexp benchmark of the same envs).
 
 Order: seed by seed (every algorithm, env and kind of seed 0 before any of seed 1), so that a benchmark
 stopped part-way has compared everything on its first seeds.
@@ -45,7 +46,8 @@ Stopping and continuing: each run's directory is ``--out``/ALGO-KIND_ENV_sSEED a
 figures are ``--results``/ALGO-KIND_ENV_sSEED.json (small files meant to be kept in the repository).
 Run the same command again after any stop (Ctrl-C, SIGKILL, a reboot): finished runs are reused, and
 an unfinished run continues from its last checkpoint (rlexp's exact resume: the same numbers as if it
-had never stopped). A finished run is reused only when it was trained with what the preset gives now
+had never stopped; an ``--sb3`` run continues from the checkpoint SB3 saves every 100k steps and at a
+stop signal, through SB3's own load: not bit for bit). A finished run is reused only when it was trained with what the preset gives now
 (the algo, env and network sections and seed recorded in its result file; a key that rlexp gained
 since counts as the value an old run resumes with, :func:`rlexp.config.upgrade_old_keys`); otherwise
 the benchmark stops with one line naming the first different key. ``--jobs N`` trains N runs at a time. This prints
@@ -58,6 +60,7 @@ import argparse
 import ctypes
 import json
 import math
+import shutil
 import signal
 import statistics
 import subprocess
@@ -348,37 +351,66 @@ def evaluate(run_dir: str) -> float:
     return statistics.fmean(returns)
 
 
-def run_sb3(algo: str, env_id: str, seed: int, steps: int, results: Path) -> dict[str, Any]:
-    """Train (or reuse) SB3's ``algo`` with the zoo preset of ``env_id``; return its figures."""
-    result_file = results / f"sb3-{algo}-zoo_{env_id.replace('/', '-')}_s{seed}.json"
+SB3_SAVE_EVERY = 100_000  # env steps between an SB3 run's checkpoints (Atari's replay: ~6 GB each)
+SB3_STOPPED = 3  # the exit status of an SB3 run that a stop signal ended after saving its checkpoint
+
+
+def run_sb3(algo: str, env_id: str, seed: int, steps: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Train, continue or reuse SB3's ``algo`` with the zoo preset of ``env_id``; return its figures.
+    The run checkpoints into ``--out``/sb3-ALGO-zoo_ENV_sSEED every SB3_SAVE_EVERY steps and when a stop
+    signal comes, and the same command continues it (SB3's own save and load: not bit for bit, the env
+    starts a new episode there)."""
+    name = f"sb3-{algo}-zoo_{env_id.replace('/', '-')}_s{seed}"
+    run_dir, result_file = args.out / name, args.results / f"{name}.json"
     if result_file.is_file():
         return json.loads(result_file.read_text())
-    proc = subprocess.run(
-        [sys.executable, __file__, "--sb3-child", algo, env_id, str(seed), str(steps)],
-        cwd=ROOT,
-        env=child_env(),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if _CHILDREN.stopping:
+        raise SystemExit("bench_learning: stopped; run the same command again to continue")
+    say(f"  {name}: {'continuing' if sb3_checkpoint(run_dir) else 'training'}")
+    cmd = [sys.executable, __file__, "--sb3-child", algo, env_id, str(seed), str(steps), str(run_dir)]
+    log = args.out / f"{name}.log"
+    with open(log, "a") as out:
+        returncode = _CHILDREN.run(cmd, out)
+    if returncode != 0:
+        last = (log.read_text().strip().splitlines() or ["?"])[-1]
+        if _CHILDREN.stopping or returncode == SB3_STOPPED:
+            raise SystemExit(f"bench_learning: stopped; run the same command again to continue ({last})")
+        raise SystemExit(f"bench_learning: {name} failed: {last} (all of its output: {log})")
+    result = json.loads((run_dir / "result.json").read_text())
     from rlexp.fileio import atomic_write_text
 
-    results.mkdir(parents=True, exist_ok=True)
+    args.results.mkdir(parents=True, exist_ok=True)
     atomic_write_text(result_file, json.dumps(result, indent=1) + "\n")
     return result
 
 
-def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
+def sb3_checkpoint(run_dir: Path) -> Path | None:
+    """The last complete checkpoint of an SB3 run (``checkpoint``, or ``checkpoint.old`` when a save
+    was cut between its two renames), or None."""
+    for name in ("checkpoint", "checkpoint.old"):
+        if (run_dir / name / "state.json").is_file():
+            return run_dir / name
+    return None
+
+
+def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> dict[str, Any]:
     """One SB3 run (in this process) with the zoo's setup: PPO with one env and VecNormalize (the
-    algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack."""
+    algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack. It continues
+    from ``run_dir``'s checkpoint when there is one, saves one every SB3_SAVE_EVERY steps and on SIGTERM,
+    SIGINT or SIGHUP (then exits with SB3_STOPPED), and writes its figures to ``run_dir``/result.json."""
+    stop = threading.Event()  # first of all: a stop signal during the set-up stops at the first step
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
     ensure_sb3(contrib=env_id in ZOO_PPO_LSTM)
     import gymnasium as gym
     import numpy as np
     import torch
     from stable_baselines3 import DQN, PPO
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+
+    from rlexp.fileio import atomic_write_text
 
     torch.set_num_threads(1)
     if algo == "dqn":
@@ -422,9 +454,63 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
             kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
         venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=hp["gamma"])
         model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=seed, device="cpu", verbose=0, **hp)
+
+    done_wall, episodes = 0.0, []
+    found = sb3_checkpoint(run_dir)
+    if found is not None:  # continue: the model (weights, optimizer, counters), replay, normalisation
+        state = json.loads((found / "state.json").read_text())
+        if isinstance(venv, VecNormalize):
+            venv = VecNormalize.load(str(found / "vecnormalize.pkl"), venv.venv)
+        model = type(model).load(found / "model.zip", env=venv, device="cpu")
+        if hasattr(model, "replay_buffer"):
+            model.load_replay_buffer(found / "replay.pkl")
+        model._last_obs = None  # the env is a new one: learn() resets it (a new episode)
+        done_wall, episodes = state["wall"], state["episodes"]
+        print(f"continuing after {model.num_timesteps} of {steps} steps", flush=True)
+    else:
+        print(f"training {steps} steps", flush=True)
     start = time.time()
-    model.learn(total_timesteps=steps)
-    wall = time.time() - start
+
+    def save() -> None:
+        """The checkpoint, atomically: written beside, then renamed over the last one."""
+        tmp, ckpt, old = run_dir / "checkpoint.tmp", run_dir / "checkpoint", run_dir / "checkpoint.old"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        model.save(tmp / "model.zip")
+        if hasattr(model, "replay_buffer"):
+            model.save_replay_buffer(tmp / "replay.pkl")
+        if isinstance(venv, VecNormalize):
+            venv.save(str(tmp / "vecnormalize.pkl"))
+        state = {"wall": done_wall + time.time() - start, "episodes": list(model.ep_info_buffer)}
+        atomic_write_text(tmp / "state.json", json.dumps(state, default=float) + "\n")
+        if ckpt.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            ckpt.rename(old)
+        tmp.rename(ckpt)
+        shutil.rmtree(old, ignore_errors=True)
+
+    class Checkpoints(BaseCallback):
+        """Stop at a stop signal; save every SB3_SAVE_EVERY steps (a PPO run that continues collects its
+        rollout afresh: the steps of a rollout cut by a stop are counted but not learned from)."""
+
+        saved = model.num_timesteps
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps - self.saved >= SB3_SAVE_EVERY and self.num_timesteps < steps:
+                save()
+                self.saved = self.num_timesteps
+            return not stop.is_set()
+
+    if found is not None:  # learn() keeps the episodes it is given when it continues
+        from collections import deque
+
+        model.ep_info_buffer = deque(episodes, maxlen=model._stats_window_size)
+    model.learn(steps - model.num_timesteps, reset_num_timesteps=found is None, callback=Checkpoints())
+    if stop.is_set():
+        save()
+        print(f"stopped after {model.num_timesteps} of {steps} steps, checkpoint saved", flush=True)
+        raise SystemExit(SB3_STOPPED)
+    wall = done_wall + time.time() - start
     last100 = statistics.fmean(float(e["r"]) for e in model.ep_info_buffer)
     if isinstance(venv, VecNormalize):
         venv.training, venv.norm_reward = False, False
@@ -440,7 +526,7 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
             if "episode" in infos[0]:
                 total = float(infos[0]["episode"]["r"])
         returns.append(total)
-    return {
+    result = {
         "algo": algo,
         "kind": "sb3",
         "env": env_id,
@@ -452,6 +538,10 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
         "steps": int(model.num_timesteps),
         "train_s": wall,
     }
+    atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1) + "\n")
+    for name in ("checkpoint", "checkpoint.old"):  # finished: its replay (Atari: ~6 GB) is not needed
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+    return result
 
 
 def ratio(ours: float, ref: float) -> str:
@@ -527,6 +617,7 @@ def main() -> None:
         "--variant std1 algo.log_std_init=0",
     )
     parser.add_argument("--only-variant", action="store_true", help="train the --variant runs only")
+    parser.add_argument("--only-sb3", action="store_true", help="train the --sb3 runs only")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="overrides of every run")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "outputs" / "bench_learning", help="run directories"
@@ -535,17 +626,19 @@ def main() -> None:
         "--results", type=Path, default=ROOT / "benchmarks" / "results" / "learning", help="result files"
     )
     parser.add_argument("--evaluate", help=argparse.SUPPRESS)
-    parser.add_argument("--sb3-child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--sb3-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.evaluate:
         print(evaluate(args.evaluate))
         return
     if args.sb3_child:
-        algo, env_id, seed, steps = args.sb3_child
-        print(json.dumps(sb3_child(algo, env_id, int(seed), int(steps))))
+        algo, env_id, seed, steps, run_dir = args.sb3_child
+        print(json.dumps(sb3_child(algo, env_id, int(seed), int(steps), Path(run_dir))))
         return
     if args.sb3 and args.algo not in (["ppo"], ["dqn"]):
         parser.error("--sb3 trains SB3's PPO or DQN zoo presets: use it with --algo ppo or --algo dqn alone")
+    if args.only_sb3 and not args.sb3:
+        parser.error("--only-sb3 trains the --sb3 runs only: give --sb3 too")
     if args.envs is None:
         args.envs = ["CartPole-v1", "LunarLander-v3"] if args.algo == ["dqn"] else list(MUJOCO_ENVS)
     if args.steps is None and all(env in MUJOCO_ENVS for env in args.envs):
@@ -564,6 +657,8 @@ def main() -> None:
         if args.defaults and "defaults" not in kinds:
             kinds.append("defaults")
         kinds_of[algo] = ([] if args.only_variant else kinds) + ([variant] if variant else [])
+        if args.only_sb3:
+            kinds_of[algo] = []
     args.out.mkdir(parents=True, exist_ok=True)
     _CHILDREN.install()
     tasks = [
@@ -597,9 +692,7 @@ def main() -> None:
         for env_id in args.envs:
             for seed in args.seeds:
                 steps = args.steps or budget(algo, env_id)
-                results[algo].setdefault(("sb3", env_id), []).append(
-                    run_sb3(algo, env_id, seed, steps, args.results)
-                )
+                results[algo].setdefault(("sb3", env_id), []).append(run_sb3(algo, env_id, seed, steps, args))
         kinds_of[algo].append("sb3")
     for algo in args.algo:
         report(algo, kinds_of[algo], args.envs, results[algo], args)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import ROOT
 
@@ -107,3 +108,37 @@ def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_
         )
     else:
         raise AssertionError("a changed setting was reused")
+
+
+def test_an_sb3_run_stopped_part_way_continues_from_its_checkpoint_to_its_budget(tmp_path):
+    """SB3's side (--sb3) continues too: SIGTERM to the benchmark mid-run saves SB3's checkpoint (model,
+    replay, episodes so far), the same command continues from it and ends at the run's budget. Needs
+    stable-baselines3, which the benchmark installs on first use (not in the test environment)."""
+    pytest.importorskip("stable_baselines3")
+    args = [sys.executable, BENCH, "--algo", "dqn", "--envs", "CartPole-v1", "--sb3", "--only-sb3"]
+    args += ["--steps", "20000", "--seeds", "0", "--out", str(tmp_path / "out"), "--results", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    name = "sb3-dqn-zoo_CartPole-v1_s0"
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    log, deadline = tmp_path / "out" / f"{name}.log", time.time() + 120
+    while not (log.is_file() and "training 20000 steps" in log.read_text()) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # training (CartPole: ~1,000 steps/s)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "stopped; run the same command again to continue" in out, out
+    stopped = int(out.split("(stopped after ")[1].split(" of")[0])
+    assert 0 < stopped < 20000
+    assert (tmp_path / "out" / name / "checkpoint" / "replay.pkl").is_file()
+    assert not (tmp_path / f"{name}.json").exists()
+
+    again = subprocess.run(args, cwd=ROOT, env=env, text=True, capture_output=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{name}: continuing" in again.stdout
+    assert f"continuing after {stopped} of 20000 steps" in log.read_text()
+    result = json.loads((tmp_path / f"{name}.json").read_text())
+    assert 20000 <= result["steps"] < 20000 + 256  # the zoo's CartPole collects 256 steps a round
+    assert not (tmp_path / "out" / name / "checkpoint").exists()  # a finished run drops its replay
+    assert result["train_s"] < 1000 and 0 <= result["det10"] <= 500 and result["last100"] > 9
