@@ -546,8 +546,9 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
 
 def ratio(ours: float, ref: float) -> str:
     """How ours compares with a reference return, > 1 when ours is higher: ours / ref for positive
-    returns, ref / ours when both are negative (Pendulum: -180 against -218 is 1.21x); else -."""
-    if ref > 0:
+    returns, ref / ours when both are negative (Pendulum: -180 against -218 is 1.21x); else - (Pong: -5
+    against 20.6 is no ratio)."""
+    if ref > 0 and ours >= 0:
         return f"{ours / ref:.2f}x"
     if ref < 0 and ours < 0:
         return f"{ref / ours:.2f}x"
