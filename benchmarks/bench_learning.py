@@ -47,11 +47,11 @@ figures are ``--results``/ALGO-KIND_ENV_sSEED.json (small files meant to be kept
 Run the same command again after any stop (Ctrl-C, SIGKILL, a reboot): finished runs are reused, and
 an unfinished run continues from its last checkpoint (rlexp's exact resume: the same numbers as if it
 had never stopped; an ``--sb3`` run continues from the checkpoint SB3 saves every 100k steps and at a
-stop signal, through SB3's own load: not bit for bit). A finished run is reused only when it was trained with what the preset gives now
-(the algo, env and network sections and seed recorded in its result file; a key that rlexp gained
-since counts as the value an old run resumes with, :func:`rlexp.config.upgrade_old_keys`); otherwise
-the benchmark stops with one line naming the first different key. ``--jobs N`` trains N runs at a time. This prints
-figures; it asserts nothing.
+stop signal, through SB3's own load: not bit for bit). A finished run is reused only when it was
+trained with what the preset gives now (the algo, env and network sections and seed recorded in its
+result file; a key that rlexp gained since counts as the value an old run resumes with,
+:func:`rlexp.config.upgrade_old_keys`); otherwise the benchmark stops with one line naming the first
+different key. ``--jobs N`` trains N runs at a time. This prints figures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -351,7 +352,7 @@ def evaluate(run_dir: str) -> float:
     return statistics.fmean(returns)
 
 
-SB3_SAVE_EVERY = 100_000  # env steps between an SB3 run's checkpoints (Atari's replay: ~6 GB each)
+SB3_SAVE_EVERY = 100_000  # env steps between an SB3 run's checkpoints (Atari's replay: 5.3 GB each)
 SB3_STOPPED = 3  # the exit status of an SB3 run that a stop signal ended after saving its checkpoint
 
 
@@ -502,8 +503,6 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
             return not stop.is_set()
 
     if found is not None:  # learn() keeps the episodes it is given when it continues
-        from collections import deque
-
         model.ep_info_buffer = deque(episodes, maxlen=model._stats_window_size)
     model.learn(steps - model.num_timesteps, reset_num_timesteps=found is None, callback=Checkpoints())
     if stop.is_set():
@@ -539,7 +538,7 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
         "train_s": wall,
     }
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1) + "\n")
-    for name in ("checkpoint", "checkpoint.old"):  # finished: its replay (Atari: ~6 GB) is not needed
+    for name in ("checkpoint", "checkpoint.old"):  # finished: its replay (Atari: 5.3 GB) is not needed
         shutil.rmtree(run_dir / name, ignore_errors=True)
     return result
 
