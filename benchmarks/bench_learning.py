@@ -228,15 +228,7 @@ def run_rlexp(
     else:
         say(f"  {name}: training ({' '.join(overrides)})")
         cmd = [sys.executable, "-m", "rlexp", *overrides, "logger.console=line", f"hydra.run.dir={run_dir}"]
-    # Its output goes to a file, not a pipe: a run outlives this process by the epoch it finishes.
-    log = args.out / f"{name}.log"
-    with open(log, "a") as out:
-        returncode = _CHILDREN.run(cmd, out)
-    if returncode != 0:
-        last = (log.read_text().strip().splitlines() or ["?"])[-1]
-        if _CHILDREN.stopping:
-            raise SystemExit(f"bench_learning: stopped; run the same command again to continue ({last})")
-        raise SystemExit(f"bench_learning: {name} failed: {last} (all of its output: {log})")
+    train(name, cmd, args.out)
     result = {
         "algo": algo,
         "kind": kind,
@@ -246,11 +238,30 @@ def run_rlexp(
         **run_figures(run_dir),
         "settings": settings,
     }
+    store(result_file, result)
+    return result
+
+
+def train(name: str, cmd: list[str], out: Path, stopped_status: int | None = None) -> None:
+    """Run the training process ``cmd`` of run ``name`` to its end, its output appended to
+    ``out``/NAME.log (a file, not a pipe: a run outlives this process by the epoch it finishes); stop the
+    benchmark in one line when a stop signal (or exit status ``stopped_status``) ended it or it failed."""
+    log = out / f"{name}.log"
+    with open(log, "a") as file:
+        returncode = _CHILDREN.run(cmd, file)
+    if returncode != 0:
+        last = (log.read_text().strip().splitlines() or ["?"])[-1]
+        if _CHILDREN.stopping or returncode == stopped_status:
+            raise SystemExit(f"bench_learning: stopped; run the same command again to continue ({last})")
+        raise SystemExit(f"bench_learning: {name} failed: {last} (all of its output: {log})")
+
+
+def store(result_file: Path, result: dict[str, Any]) -> None:
+    """Write a finished run's figures (atomically)."""
     from rlexp.fileio import atomic_write_text
 
-    args.results.mkdir(parents=True, exist_ok=True)
+    result_file.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(result_file, json.dumps(result, indent=1) + "\n")
-    return result
 
 
 def run_figures(run_dir: Path) -> dict[str, Any]:
@@ -369,19 +380,9 @@ def run_sb3(algo: str, env_id: str, seed: int, steps: int, args: argparse.Namesp
         raise SystemExit("bench_learning: stopped; run the same command again to continue")
     say(f"  {name}: {'continuing' if sb3_checkpoint(run_dir) else 'training'}")
     cmd = [sys.executable, __file__, "--sb3-child", algo, env_id, str(seed), str(steps), str(run_dir)]
-    log = args.out / f"{name}.log"
-    with open(log, "a") as out:
-        returncode = _CHILDREN.run(cmd, out)
-    if returncode != 0:
-        last = (log.read_text().strip().splitlines() or ["?"])[-1]
-        if _CHILDREN.stopping or returncode == SB3_STOPPED:
-            raise SystemExit(f"bench_learning: stopped; run the same command again to continue ({last})")
-        raise SystemExit(f"bench_learning: {name} failed: {last} (all of its output: {log})")
+    train(name, cmd, args.out, stopped_status=SB3_STOPPED)
     result = json.loads((run_dir / "result.json").read_text())
-    from rlexp.fileio import atomic_write_text
-
-    args.results.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(result_file, json.dumps(result, indent=1) + "\n")
+    store(result_file, result)
     return result
 
 
@@ -394,7 +395,7 @@ def sb3_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> dict[str, Any]:
+def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> None:
     """One SB3 run (in this process) with the zoo's setup: PPO with one env and VecNormalize (the
     algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack. It continues
     from ``run_dir``'s checkpoint when there is one, saves one every SB3_SAVE_EVERY steps and on SIGTERM,
@@ -456,7 +457,7 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
         venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=hp["gamma"])
         model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=seed, device="cpu", verbose=0, **hp)
 
-    done_wall, episodes = 0.0, []
+    done_wall = 0.0
     found = sb3_checkpoint(run_dir)
     if found is not None:  # continue: the model (weights, optimizer, counters), replay, normalisation
         state = json.loads((found / "state.json").read_text())
@@ -466,7 +467,9 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
         if hasattr(model, "replay_buffer"):
             model.load_replay_buffer(found / "replay.pkl")
         model._last_obs = None  # the env is a new one: learn() resets it (a new episode)
-        done_wall, episodes = state["wall"], state["episodes"]
+        # learn() keeps the episodes it is given when it continues (the last 100 training episodes)
+        model.ep_info_buffer = deque(state["episodes"], maxlen=model._stats_window_size)
+        done_wall = state["wall"]
         print(f"continuing after {model.num_timesteps} of {steps} steps", flush=True)
     else:
         print(f"training {steps} steps", flush=True)
@@ -502,8 +505,6 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
                 self.saved = self.num_timesteps
             return not stop.is_set()
 
-    if found is not None:  # learn() keeps the episodes it is given when it continues
-        model.ep_info_buffer = deque(episodes, maxlen=model._stats_window_size)
     model.learn(steps - model.num_timesteps, reset_num_timesteps=found is None, callback=Checkpoints())
     if stop.is_set():
         save()
@@ -537,10 +538,9 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> d
         "steps": int(model.num_timesteps),
         "train_s": wall,
     }
-    atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1) + "\n")
+    store(run_dir / "result.json", result)
     for name in ("checkpoint", "checkpoint.old"):  # finished: its replay (Atari: 5.3 GB) is not needed
         shutil.rmtree(run_dir / name, ignore_errors=True)
-    return result
 
 
 def ratio(ours: float, ref: float) -> str:
@@ -633,7 +633,7 @@ def main() -> None:
         return
     if args.sb3_child:
         algo, env_id, seed, steps, run_dir = args.sb3_child
-        print(json.dumps(sb3_child(algo, env_id, int(seed), int(steps), Path(run_dir))))
+        sb3_child(algo, env_id, int(seed), int(steps), Path(run_dir))
         return
     if args.sb3 and args.algo not in (["ppo"], ["dqn"]):
         parser.error("--sb3 trains SB3's PPO or DQN zoo presets: use it with --algo ppo or --algo dqn alone")
