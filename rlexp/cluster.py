@@ -95,6 +95,22 @@ def spans_nodes(comm: CommConfig, nodes: int) -> bool:
     return nodes > 1 or comm.hostfile is not None
 
 
+def launch_agent(mpiexec: str) -> str:
+    """PRRTE's launch agent for the other nodes of a SLURM job: ``/bin/sh``, rlexp's agent script (no
+    executable bit needed) and the ``prted`` beside ``mpiexec`` (else the one on PATH). PRRTE splits
+    the string at whitespace and knows no quoting, so a path with whitespace is an :class:`RLExpError`."""
+    prted = Path(mpiexec).resolve().parent / "prted"
+    parts = ["/bin/sh", str(PRTED_AGENT), str(prted) if prted.is_file() else "prted"]
+    for part in parts:
+        if any(c.isspace() for c in part):
+            raise RLExpError(
+                f"ranks on several nodes of a SLURM job cannot be started from {part!r}: PRRTE splits its "
+                "launch agent's command at spaces; install rlexp and Open MPI (the venv) under a path "
+                "without spaces"
+            )
+    return " ".join(parts)
+
+
 def mpiexec_placement(comm: CommConfig, nodes: int, mpiexec: str) -> list[str]:
     """mpiexec's arguments that place the ranks: ``procs / nodes`` per node over several nodes (with
     the USR2-proof launch agent under SLURM), else the one-node settings; and the network."""
@@ -108,10 +124,7 @@ def mpiexec_placement(comm: CommConfig, nodes: int, mpiexec: str) -> list[str]:
         if comm.hostfile is not None:
             args += ["--hostfile", str(Path(comm.hostfile).resolve())]
         if slurm_nodes() is not None:
-            prted = Path(mpiexec).resolve().parent / "prted"
-            # PRRTE splits the agent at spaces: /bin/sh, the script (no executable bit needed), prted
-            agent = f"/bin/sh {PRTED_AGENT} {prted if prted.is_file() else 'prted'}"
-            args += ["--prtemca", "prte_launch_agent", agent]
+            args += ["--prtemca", "prte_launch_agent", launch_agent(mpiexec)]
     if comm.interface is not None:
         args += [
             "--prtemca",

@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rlexp.checkpoint import finished_reason, latest_checkpoint
-from rlexp.cluster import resolve_nodes
+from rlexp.cluster import mpiexec_placement, resolve_nodes
 from rlexp.config import CONFIG_FILE, load_config, register_resolvers
 from rlexp.display import epochs
 from rlexp.errors import RLExpError, report, user_error
@@ -217,9 +217,9 @@ def _launch(
     if jobs > 1 and cfg.backend.threads is None:
         cfg.backend.threads = cfg.backend.threads_per_rank(cfg.comm.procs * jobs)
     validate_experiment(cfg)
-    resolve_nodes(cfg.comm)  # the nodes asked for exist (fail before the run directory is written)
+    nodes = resolve_nodes(cfg.comm)  # the nodes asked for exist (fail before the run dir is written)
     if cfg.comm.procs > 1:
-        find_mpiexec(cfg.comm)
+        mpiexec_placement(cfg.comm, nodes, find_mpiexec(cfg.comm))  # its paths can be passed on
     check_place(run_dir)  # before anything is written there
     with claim(run_dir):  # first: nothing is written into a directory another job holds
         if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)

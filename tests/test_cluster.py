@@ -164,6 +164,31 @@ def test_bad_node_settings_are_one_line(tmp_path, no_slurm):
         assert not (tmp_path / "run").exists()  # nothing written
 
 
+def test_a_launch_agent_path_with_a_space_is_one_line_before_anything_is_written(tmp_path, slurm_job):
+    # PRRTE splits prte_launch_agent at whitespace, so prted under "a b/" would be started as "a"
+    bindir = tmp_path / "open mpi" / "bin"
+    bindir.mkdir(parents=True)
+    for name in ("mpiexec", "prted"):
+        (bindir / name).write_text("#!/bin/sh\nexit 1\n")
+        (bindir / name).chmod(0o755)
+    with pytest.raises(RLExpError, match=r"from '.*open mpi/bin/prted': PRRTE splits"):
+        mpiexec_placement(comm(4, 2), 2, str(bindir / "mpiexec"))
+    assert mpiexec_placement(comm(2, 1), 1, str(bindir / "mpiexec")) == [
+        "--oversubscribe"
+    ]  # one node: no agent
+    res = run_cli(
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "comm.procs=2",
+        "comm.nodes=2",
+        f"comm.mpiexec={bindir / 'mpiexec'}",
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("rlexp: error: ranks on several nodes of a SLURM job cannot be started from"), last
+    assert "without spaces" in last
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
 @pytest.mark.mpi
 def test_a_hostfile_run_records_where_its_ranks_ran(tmp_path, no_slurm):
     hostfile = tmp_path / "hosts"
