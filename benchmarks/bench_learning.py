@@ -560,10 +560,12 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
     refs = REFERENCES.get(algo, REFERENCES["default"])
     budget = f"{args.steps:,} steps" if args.steps else "each preset's budget"
     print(f"\n{algo}, {budget}, seeds {' '.join(map(str, args.seeds))}; median (min-max) over seeds")
-    print(f"| env | kind | test (last 10 evals) | det10 | last100 | SPS | {' | '.join(h for _, h in refs)} |")
+    print(
+        f"| env | kind | test (last 10 evals) | det10 | last100 | SPS | {' | '.join(h for _, h, _ in refs)} |"
+    )
     print("|---|---|---:|---:|---:|---:|" + "---:|" * len(refs))
     for env_id in envs:
-        ref = [published.get(key, {}).get(env_id) for key, _ in refs]
+        ref = [published.get(key, {}).get(env_id) for key, _, _ in refs]
         cells = " | ".join("-" if v is None else f"{v:,.0f}" for v in ref)
         for kind in kinds:
             runs = results.get((kind, env_id), [])
@@ -576,15 +578,17 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
     for kind in kinds:
         for env_id in envs:
             runs = results.get((kind, env_id), [])
-            key, name = next(
-                ((k, h) for k, h in refs if published.get(k, {}).get(env_id)), (None, None)
-            )  # the first reference that has a number for this env
-            if runs and key:
+            key, name, figure = next(
+                ((k, h, f) for k, h, f in refs if published.get(k, {}).get(env_id)), (None, None, None)
+            )  # the first reference that has a number for this env, and the figure its protocol matches
+            ours = [r[figure] for r in runs if r.get(figure) is not None] if figure else []
+            if ours and key:
                 ref = published[key][env_id]
-                det = statistics.median(r["det10"] for r in runs)
+                med = statistics.median(ours)
                 who = "sb3" if kind == "sb3" else "rlexp"  # the sb3 kind's runs are SB3's, not rlexp's
                 print(
-                    f"{algo} {kind:10s} {env_id:15s} {who} {det:,.1f}  {name} {ref:,.1f}  {ratio(det, ref)}"
+                    f"{algo} {kind:10s} {env_id:15s} {who} {figure} {med:,.1f}  {name} {ref:,.1f}  "
+                    f"{ratio(med, ref)}"
                 )
 
 

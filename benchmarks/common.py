@@ -50,10 +50,21 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
     },
 }
 
-# The reference columns of each algorithm's table (keys of PUBLISHED[algo]) and their headings.
+# The reference columns of each algorithm's table (keys of PUBLISHED[algo]), their headings, and the
+# figure of a run that follows each one's protocol: SB3-zoo's deterministic evaluation of the final policy
+# (det10), CleanRL's and MinAtar's training episodes (last100: MinAtar's curves average the episodes as
+# played, epsilon 0.1), Spinning Up's deterministic test episodes during training (test).
 REFERENCES = {
-    "dqn": (("sb3-zoo", "SB3-zoo"), ("cleanrl", "CleanRL"), ("minatar", "MinAtar DQN")),
-    "default": (("sb3-zoo", "SB3-zoo"), ("cleanrl", "CleanRL"), ("spinup", "Spinning Up")),
+    "dqn": (
+        ("sb3-zoo", "SB3-zoo", "det10"),
+        ("cleanrl", "CleanRL", "last100"),
+        ("minatar", "MinAtar DQN", "last100"),
+    ),
+    "default": (
+        ("sb3-zoo", "SB3-zoo", "det10"),
+        ("cleanrl", "CleanRL", "last100"),
+        ("spinup", "Spinning Up", "test"),
+    ),
 }
 
 # DQN's benchmark envs: name -> (env preset, env.id or None). The budget of each is its tuned=dqn preset's

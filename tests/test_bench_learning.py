@@ -3,6 +3,7 @@ then the same command again, gives the figures of a benchmark that never stopped
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -108,6 +109,58 @@ def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_
         )
     else:
         raise AssertionError("a changed setting was reused")
+
+
+def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol(capsys):
+    """SB3-zoo's number against det10 (its deterministic evaluation), MinAtar's DQN curve against last100
+    (training episodes as played), Spinning Up's against test: medians over the seeds."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def runs(test: float, det10: float, last100: float) -> list[dict]:
+        return [
+            {"test": test + d, "det10": det10 + d, "last100": last100 + d, "sps": 100.0} for d in (-1, 0, 5)
+        ]
+
+    args = argparse.Namespace(steps=None, seeds=[0, 1, 2])
+    results = {
+        ("tuned", "MinAtar/Breakout-v1"): runs(15.0, 26.0, 8.0),
+        ("tuned", "ALE/Pong-v5"): runs(0, -5, -8),
+    }
+    bench_learning.report("dqn", ["tuned"], ["MinAtar/Breakout-v1", "ALE/Pong-v5"], results, args)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("dqn ")]
+    assert lines == [
+        ["dqn", "tuned", "MinAtar/Breakout-v1", "rlexp", "last100", "8.0", "MinAtar", "DQN", "10.0", "0.80x"],
+        [
+            "dqn",
+            "tuned",
+            "ALE/Pong-v5",
+            "rlexp",
+            "det10",
+            "-5.0",
+            "SB3-zoo",
+            "20.6",
+            "-",
+        ],  # no ratio across 0
+    ]
+    bench_learning.report(
+        "sac", ["defaults"], ["Hopper-v4"], {("defaults", "Hopper-v4"): runs(3100, 2326, 0)}, args
+    )
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sac ")]
+    assert line.split() == [
+        "sac",
+        "defaults",
+        "Hopper-v4",
+        "rlexp",
+        "det10",
+        "2,326.0",
+        "SB3-zoo",
+        "2,326.0",
+        "1.00x",
+    ]
 
 
 def test_an_sb3_run_stopped_part_way_continues_from_its_checkpoint_to_its_budget(tmp_path):
