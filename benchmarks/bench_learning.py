@@ -13,7 +13,9 @@ median (min-max) over the seeds:
   run's Time leaves out the time it was stopped);
 
 beside SB3-zoo's, CleanRL's and Spinning Up's published returns (benchmarks/common.py). The last lines
-are one summary per algorithm, kind and env ending in the ratio of rlexp's det10 to SB3-zoo's number.
+are one summary per algorithm, kind and env ending in the ratio to the first published number there is
+(SB3-zoo's where it has one), of the median figure that follows that reference's protocol: det10 for
+SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL.
 
     python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults rainbow]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
