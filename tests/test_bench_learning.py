@@ -112,8 +112,8 @@ def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_
 
 
 def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol(capsys):
-    """SB3-zoo's number against det10 (its deterministic evaluation), MinAtar's DQN curve against last100
-    (training episodes as played), Spinning Up's against test: medians over the seeds."""
+    """SB3-zoo's number against det10 (its deterministic evaluation of the final policy), MinAtar's DQN
+    curve against last100 (training episodes as played): the median over the seeds, and the ratio."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_learning
@@ -122,44 +122,22 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
 
     def runs(test: float, det10: float, last100: float) -> list[dict]:
         return [
-            {"test": test + d, "det10": det10 + d, "last100": last100 + d, "sps": 100.0} for d in (-1, 0, 5)
+            {"test": test + d, "det10": det10 + d, "last100": last100 + d, "sps": 1.0} for d in (-1, 0, 5)
         ]
 
-    args = argparse.Namespace(steps=None, seeds=[0, 1, 2])
-    results = {
-        ("tuned", "MinAtar/Breakout-v1"): runs(15.0, 26.0, 8.0),
-        ("tuned", "ALE/Pong-v5"): runs(0, -5, -8),
-    }
-    bench_learning.report("dqn", ["tuned"], ["MinAtar/Breakout-v1", "ALE/Pong-v5"], results, args)
-    lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("dqn ")]
-    assert lines == [
-        ["dqn", "tuned", "MinAtar/Breakout-v1", "rlexp", "last100", "8.0", "MinAtar", "DQN", "10.0", "0.80x"],
-        [
-            "dqn",
-            "tuned",
-            "ALE/Pong-v5",
-            "rlexp",
-            "det10",
-            "-5.0",
-            "SB3-zoo",
-            "20.6",
-            "-",
-        ],  # no ratio across 0
+    def summary(algo: str, kind: str, results: dict) -> list[str]:
+        envs = [env for _, env in results]
+        bench_learning.report(algo, [kind], envs, results, argparse.Namespace(steps=None, seeds=[0, 1, 2]))
+        out = capsys.readouterr().out.splitlines()
+        return [" ".join(line.split()) for line in out if line.startswith(f"{algo} ")]
+
+    breakout, pong = ("tuned", "MinAtar/Breakout-v1"), ("tuned", "ALE/Pong-v5")
+    assert summary("dqn", "tuned", {breakout: runs(15.0, 26.0, 8.0), pong: runs(0, -5, -8)}) == [
+        "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN 10.0 0.80x",
+        "dqn tuned ALE/Pong-v5 rlexp det10 -5.0 SB3-zoo 20.6 -",  # no ratio across 0
     ]
-    bench_learning.report(
-        "sac", ["defaults"], ["Hopper-v4"], {("defaults", "Hopper-v4"): runs(3100, 2326, 0)}, args
-    )
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sac ")]
-    assert line.split() == [
-        "sac",
-        "defaults",
-        "Hopper-v4",
-        "rlexp",
-        "det10",
-        "2,326.0",
-        "SB3-zoo",
-        "2,326.0",
-        "1.00x",
+    assert summary("sac", "defaults", {("defaults", "Hopper-v4"): runs(3100, 2326, 0)}) == [
+        "sac defaults Hopper-v4 rlexp det10 2,326.0 SB3-zoo 2,326.0 1.00x"
     ]
 
 
