@@ -584,7 +584,7 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
                 ((k, h, f) for k, h, f in refs if published.get(k, {}).get(env_id)), (None, None, None)
             )  # the first reference that has a number for this env, and the figure its protocol matches
             ours = [r[figure] for r in runs if r.get(figure) is not None] if figure else []
-            if ours and key:
+            if ours:  # (none without a reference: figure is None)
                 ref = published[key][env_id]
                 med = statistics.median(ours)
                 who = "sb3" if kind == "sb3" else "rlexp"  # the sb3 kind's runs are SB3's, not rlexp's
