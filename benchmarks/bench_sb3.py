@@ -131,16 +131,27 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
 
 
 def rlexp_sps(
-    algo: str, warmup: int, window: int, batch: int, backend: str = "torch", procs: int = 1
+    algo: str,
+    warmup: int,
+    window: int,
+    batch: int,
+    backend: str = "torch",
+    procs: int = 1,
+    device: str = "cpu",
 ) -> float:
-    """rlexp's steady-state env steps per second: TotalEnvInteracts / Time between two epoch rows."""
+    """rlexp's steady-state env steps per second: TotalEnvInteracts / Time between two epoch rows
+    (``device``: ``backend.device``; benchmarks/bench_device.py times cuda against the CPU)."""
     import pandas as pd
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         env = {"dqn": "CartPole-v1", "dqn-atari": "atari"}.get(algo, ENV)  # an env preset
         cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={env}", f"backend={backend}"]
-        cmd += [f"comm.procs={procs}", *rlexp_overrides(algo, warmup, window, batch)]
+        cmd += [
+            f"comm.procs={procs}",
+            f"backend.device={device}",
+            *rlexp_overrides(algo, warmup, window, batch),
+        ]
         if procs == 1:
             cmd.append("backend.threads=1")
         subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)

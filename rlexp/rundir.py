@@ -39,6 +39,7 @@ _LOCKS = (LOCK_FILE, RANKS_LOCK_FILE)
 # What ``resume=RUN_DIR`` may change; everything else comes from the run's config.yaml.
 RESUMABLE_KEYS = (
     "algo.epochs",
+    "backend.device",  # a GPU run continues on the CPU or the other way round (exact only on the same device)
     "comm.nodes",
     "comm.hostfile",
     "comm.interface",

@@ -46,7 +46,7 @@ def load_learner(
 ) -> tuple[Any, Learner, Callable[[Any], Any], int]:
     """(env, learner, to_env, epoch) of a run: its env, its learner restored from a checkpoint, the map
     from the learner's action to what ``env.step`` takes, and the epoch of that checkpoint (completed
-    epochs).
+    epochs). The learner is on the CPU, whatever ``backend.device`` the run trained with.
 
     :param run_dir: an rlexp run directory (config.yaml + checkpoints/).
     :param itr: which checkpoint, by completed epochs; -1 takes the last one.
@@ -88,6 +88,8 @@ def load_learner(
         path = ckpts[epoch]
     cfg = load_run_config(run_dir)
     cfg.comm.procs = 1
+    # the policy plays on the CPU wherever it trained: a GPU run is watched on a laptop as well
+    cfg.backend.device = "cpu"
     prepare_backend(cfg)
     env = make_env(cfg.env, allow_env_import=allow_env_import, render_mode=render_mode)
     learner: Learner = cfg.algo.learner_class(cfg.backend.name)(

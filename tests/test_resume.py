@@ -258,7 +258,7 @@ BAD_RESUMES = {
     ),
     "changed hyperparameter": (
         lambda runs, tmp: [f"resume={_copy(runs / 'ppo', tmp / 'run')}", "algo.gamma=0.9"],
-        "algo.gamma=0.9 cannot be changed (only algo.epochs, comm.nodes, comm.hostfile, comm.interface, comm.mpiexec",
+        "algo.gamma=0.9 cannot be changed (only algo.epochs, backend.device, comm.nodes, comm.hostfile, comm.interface",
     ),
     "fewer epochs": (
         lambda runs, tmp: [f"resume={_copy(runs / 'ppo', tmp / 'run')}", "algo.epochs=1"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -161,6 +162,14 @@ def torch_device(name: str) -> torch.device:
     return torch.device(f"cuda:{index}")
 
 
+def continued_seed(state: np.ndarray) -> int:
+    """The seed of the ``learner`` stream of a run that continues on another kind of device than it
+    saved on (``resume=RUN backend.device=...``): CPU and CUDA generators keep different states, so
+    the stream goes on from a seed drawn from the saved state. The same checkpoint continues the same
+    way every time, but not as the run would have on its first device."""
+    return int.from_bytes(hashlib.blake2b(state.tobytes(), digest_size=8).digest(), "little")
+
+
 class TorchLearner(Learner):
     """Base of every PyTorch learner: device, generators, library state and ``.pt`` checkpoints.
 
@@ -219,13 +228,19 @@ class TorchLearner(Learner):
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers().items():
             o.load_state_dict(state["optimizers"][k])
-        self.gen.set_state(state[self.RNG_KEY])
+        saved = state[self.RNG_KEY]
+        if saved.numel() == self.gen.get_state().numel():
+            self.gen.set_state(saved)
+        else:  # a CUDA generator's state (16 bytes) on the CPU or the other way round: resumed on another device
+            self.gen.manual_seed(continued_seed(saved.numpy()))
 
     def write_file(self, path: str | os.PathLike, state: dict[str, Any]) -> None:
         save_torch(path, state)
 
     def read_file(self, path: str | os.PathLike) -> dict[str, Any]:
-        return load_torch(path, map_location=self.device)
+        # onto the CPU: the loop's part (replay, RNG states) becomes numpy again, and the networks'
+        # and optimizers' load_state_dict copy their tensors to the device the parameters are on
+        return load_torch(path, map_location="cpu")
 
 
 class OnPolicyTorchLearner(OnPolicyLearner, TorchLearner):

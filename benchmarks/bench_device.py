@@ -1,0 +1,74 @@
+"""rlexp on a GPU (``backend.device=cuda``) against rlexp on one CPU thread, on the same machine.
+
+Each row is one of ``make bench``'s (benchmarks/bench_sb3.py): rlexp's side of its matched settings,
+timed the same way (a whole run in a fresh one-thread process, env steps per second over a window after
+learning has started), once with ``backend.device=cpu`` and once on the GPU. The GPU runs go one at a
+time; the CPU runs go meanwhile on other cores, at most one per row at a time, so that neither waits
+for the other. Prints median [min-max] per device and one summary line per row ending in the ratio
+GPU / CPU (``sac  cpu 285 SPS  cuda 190 SPS  0.67x``). Needs a CUDA GPU and a core per row plus one;
+asserts nothing.
+
+    python benchmarks/bench_device.py [--algos ppo sac td3-zoo dqn-atari] [--reps 3] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from bench_sb3 import child, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=["ppo", "sac", "td3-zoo", "dqn-atari"],
+                        help="rows of bench_sb3.py")  # fmt: skip
+    parser.add_argument("--reps", type=int, default=3, help="repetitions on each device")
+    parser.add_argument("--device", default="cuda", help="backend.device of the GPU runs (cuda, cuda:N)")
+    parser.add_argument("--warmup", type=int, default=1500, help="off-policy: env steps before the window")
+    parser.add_argument("--window", type=int, default=1500, help="env steps timed (PPO: at least 2 updates)")
+    parser.add_argument("--batch", type=int, default=100, help="td3/sac rows' minibatch (as bench_sb3.py)")
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit(f"bench_device: --device {args.device} needs a CUDA GPU, and torch sees none")
+    if (os.cpu_count() or 1) < len(args.algos) + 1:
+        sys.exit(
+            f"bench_device: {len(args.algos)} rows need {len(args.algos) + 1} cores; this machine has {os.cpu_count()}"
+        )
+    timing = (args.warmup, args.window, args.batch)
+    print(
+        f"rlexp, {torch.cuda.get_device_name()} ({args.device}) against one CPU thread, {args.reps} repetitions"
+    )
+    with ThreadPoolExecutor(len(args.algos)) as pool:
+        cpu = {algo: [] for algo in args.algos}
+        for _ in range(args.reps):  # one of each row in a wave
+            for algo in args.algos:
+                cpu[algo].append(pool.submit(child, "rlexp", algo, *timing))
+        gpu = {algo: [] for algo in args.algos}
+        for _ in range(args.reps):
+            for algo in args.algos:
+                gpu[algo].append(child("rlexp", algo, *timing, device=args.device))
+                print(f"{algo:9} {args.device:6} {gpu[algo][-1]:8.0f} SPS", flush=True)
+        cpu_sps = {algo: [f.result() for f in futures] for algo, futures in cpu.items()}
+    lines = []
+    for algo in args.algos:
+        ours, base = gpu[algo], cpu_sps[algo]
+        print(f"{algo:9} cpu    {summary(base)}")
+        print(f"{algo:9} {args.device:6} {summary(ours)}")
+        ratios = [a / b for a, b in zip(ours, base, strict=True)]
+        print(
+            f"{algo:9} ratio  median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
+        )
+        gpu_m, cpu_m = statistics.median(ours), statistics.median(base)
+        lines.append(f"{algo}  cpu {cpu_m:.0f} SPS  {args.device} {gpu_m:.0f} SPS  {gpu_m / cpu_m:.2f}x")
+    print("\nsummary (median SPS, ratio of medians)")
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()
