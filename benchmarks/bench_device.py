@@ -17,7 +17,7 @@ import argparse
 import os
 import statistics
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from bench_sb3 import child, summary
 
@@ -45,10 +45,13 @@ def main() -> None:
         f"rlexp, {torch.cuda.get_device_name()} ({args.device}) against one CPU thread, {args.reps} repetitions"
     )
     with ThreadPoolExecutor(len(args.algos)) as pool:
-        cpu = {algo: [] for algo in args.algos}
+        cpu: dict[str, list[Future]] = {algo: [] for algo in args.algos}
         for _ in range(args.reps):  # one of each row in a wave
             for algo in args.algos:
                 cpu[algo].append(pool.submit(child, "rlexp", algo, *timing))
+                cpu[algo][-1].add_done_callback(
+                    lambda f, algo=algo: print(f"{algo:9} cpu    {f.result():8.0f} SPS", flush=True)
+                )
         gpu = {algo: [] for algo in args.algos}
         for _ in range(args.reps):
             for algo in args.algos:

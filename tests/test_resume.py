@@ -65,7 +65,7 @@ def read_checkpoint(path: Path) -> dict:
             return [to_numpy(v) for v in obj]
         return obj
 
-    return to_numpy(torch.load(path, weights_only=True))
+    return to_numpy(torch.load(path, map_location="cpu", weights_only=True))  # a GPU run's too
 
 
 def assert_same(a, b, where: str = "checkpoint") -> None:

@@ -74,7 +74,9 @@ class TRPOLearner(OnPolicyTorchLearner):
         loss_old = comm.mpi_avg(loss_old.item())
 
         def hvp(v: torch.Tensor) -> torch.Tensor:
-            grad_kl = self._flat_grad(self._kl(obs, old), create_graph=True)
+            # differentiated twice: not through cuDNN's recurrent kernels, which have no double backward
+            with torch.backends.cudnn.flags(enabled=False):
+                grad_kl = self._flat_grad(self._kl(obs, old), create_graph=True)
             return self._mpi_avg(self._flat_grad(grad_kl @ v)) + algo.damping_coeff * v
 
         x = conjugate_gradient(hvp, g, algo.cg_iters)
