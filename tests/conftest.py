@@ -52,3 +52,22 @@ def composed(*overrides: str):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Ranks that wait in a
+# collective yield their core rather than spin: a test beside an MPI test then gets its share.
+os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's loadgroup: a module with a module-scoped fixture runs on one worker
+    (the fixture is built once), and so do the SLURM tests (their two clusters share the controller's
+    port, so they must not be up at once). Without xdist the marks do nothing."""
+    for item in items:
+        if item.get_closest_marker("slurm") is not None:
+            group = "slurm"
+        elif any(d.scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs):
+            group = item.module.__name__
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
