@@ -21,13 +21,13 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/python -m rlexp $(ARGS)
 
-# The suite on TEST_WORKERS pytest-xdist workers (tests/conftest.py groups what must share one); 0 = none.
+# The suite on TEST_WORKERS pytest-xdist workers, a test file per worker at a time; 0 = none.
 TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(ARGS)
 
 lint: install
 	$(BIN)/ruff check .

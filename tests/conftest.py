@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -54,20 +58,17 @@ def cli():
     return run_cli
 
 
-# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Ranks that wait in a
-# collective yield their core rather than spin: a test beside an MPI test then gets its share.
+# `make test` runs the suite on two pytest-xdist workers, a test file per worker at a time (--dist
+# loadfile: a module-scoped fixture is built once). Ranks that wait in a collective yield their core
+# rather than spin, so that a test beside an MPI test gets its share.
 os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+SLURM_LOCK = Path(tempfile.gettempdir()) / "rlexp-tests-slurm.lock"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's loadgroup: a module with a module-scoped fixture runs on one worker
-    (the fixture is built once), and so do the SLURM tests (their two clusters share the controller's
-    port, so they must not be up at once). Without xdist the marks do nothing."""
-    for item in items:
-        if item.get_closest_marker("slurm") is not None:
-            group = "slurm"
-        elif any(d.scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs):
-            group = item.module.__name__
-        else:
-            continue
-        item.add_marker(pytest.mark.xdist_group(group))
+@contextlib.contextmanager
+def one_slurm_cluster() -> Iterator[None]:
+    """Held while a test module's real SLURM cluster is up: the single-node and the 2-node cluster
+    share the controller's port, so on two xdist workers one module waits for the other's to end."""
+    with open(SLURM_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

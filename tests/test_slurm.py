@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, one_slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 
@@ -41,20 +41,23 @@ def _cluster_up() -> bool:
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    if _cluster_up():
-        yield
-        return
-    if os.geteuid() != 0:
-        pytest.skip("bringing up a SLURM cluster needs root")
-    env = {**os.environ, "SLURM_CI_DIR": str(tmp_path_factory.mktemp("slurm-ci"))}
-    up = subprocess.run(
-        ["bash", str(SCRIPTS / "slurm_up.sh")], capture_output=True, text=True, env=env, timeout=600
-    )
-    try:
-        assert up.returncode == 0, f"slurm_up.sh failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
-        yield
-    finally:
-        subprocess.run(["bash", str(SCRIPTS / "slurm_down.sh")], env=env, capture_output=True, timeout=300)
+    with one_slurm_cluster():
+        if _cluster_up():
+            yield
+            return
+        if os.geteuid() != 0:
+            pytest.skip("bringing up a SLURM cluster needs root")
+        env = {**os.environ, "SLURM_CI_DIR": str(tmp_path_factory.mktemp("slurm-ci"))}
+        up = subprocess.run(
+            ["bash", str(SCRIPTS / "slurm_up.sh")], capture_output=True, text=True, env=env, timeout=600
+        )
+        try:
+            assert up.returncode == 0, f"slurm_up.sh failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
+            yield
+        finally:
+            subprocess.run(
+                ["bash", str(SCRIPTS / "slurm_down.sh")], env=env, capture_output=True, timeout=300
+            )
 
 
 def _sweep(sweep: Path, *args: str) -> subprocess.Popen:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, one_slurm_cluster
 from tests.test_slurm import _preempt_after_an_epoch, _sweep
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
@@ -52,6 +52,12 @@ def cluster():
     reason = _namespaces_missing()
     if reason is not None:
         pytest.skip(reason)
+    with one_slurm_cluster():
+        yield from _cluster()
+
+
+def _cluster():
+    """Bring up the 2-node cluster for the module's tests, and down again after them."""
     # Not under pytest's tmp dir (mode 700): munged runs as user munge and writes its log there.
     state = tempfile.mkdtemp(prefix="rlexp-slurm-mn-")
     os.chmod(state, 0o755)
