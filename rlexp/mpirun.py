@@ -21,6 +21,7 @@ import ctypes
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import threading
@@ -57,10 +58,24 @@ def find_mpiexec(comm: CommConfig) -> str:
     return path
 
 
+def source_root() -> Path | None:
+    """The folder this process imported rlexp from, where a ``python -P`` started elsewhere would not
+    look by itself (a checkout run in place, an editable install, a copy on ``sys.path``); None when
+    rlexp lies in a site-packages folder, where every interpreter of this environment finds it."""
+    root = Path(__file__).resolve().parents[1]
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    return None if root in {Path(p).resolve() for p in sites} else root
+
+
 def mpi_environment(cfg: RLExpConfig, nodes: int = 1) -> dict[str, str]:
-    """The environment of mpiexec and its ranks: thread caps and what Open MPI 5 needs here (as root,
-    and in a SLURM job of ``nodes`` nodes: :func:`rlexp.cluster.slurm_environment`)."""
+    """The environment of mpiexec and its ranks: thread caps, the launcher's rlexp first on
+    ``PYTHONPATH`` (:func:`source_root`: the ranks run the same code as the launcher, not another
+    copy installed in the environment), and what Open MPI 5 needs here (as root, and in a SLURM job of
+    ``nodes`` nodes: :func:`rlexp.cluster.slurm_environment`)."""
     env = dict(os.environ)
+    root = source_root()
+    if root is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     threads = str(cfg.backend.threads_per_rank(cfg.comm.procs))
     for var in THREAD_VARS:
         env[var] = threads
@@ -76,10 +91,11 @@ def mpiexec_command(
 ) -> list[str]:
     """``mpiexec -n N [placement] [extra] <python> -P -m rlexp.worker RUN_DIR --nodes K [--allow-env-import]``
     (placement: :func:`rlexp.cluster.mpiexec_placement`; ``-P``: nothing is imported from the current
-    directory; ``--nodes``: the host count every rank checks)."""
+    directory, rlexp itself from :func:`source_root` through ``PYTHONPATH``; ``--nodes``: the host count
+    every rank checks)."""
     cmd = [mpiexec, "-n", str(cfg.comm.procs), *mpiexec_placement(cfg.comm, nodes, mpiexec)]
-    for var in THREAD_VARS:
-        cmd += ["-x", var]
+    for var in (*THREAD_VARS, "PYTHONPATH") if source_root() is not None else THREAD_VARS:
+        cmd += ["-x", var]  # to the ranks on other nodes too
     cmd += [
         *cfg.comm.extra_args,
         sys.executable,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -220,6 +221,36 @@ def test_ranks_check_the_world_they_joined(tmp_path, no_slurm):
     assert (
         f"rlexp: error (rank 0): the MPI world has 1 rank on 1 host ({host}) but comm.procs=2;" in res.stderr
     )
+
+
+def test_the_ranks_import_the_launchers_rlexp_not_another_copy(tmp_path):
+    """mpiexec starts the ranks with ``python -P``, which imports the rlexp installed in the environment:
+    a launcher run from another copy (a second checkout, a git worktree) puts its own first on the ranks'
+    PYTHONPATH, and exports it to other nodes."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "rlexp", copy / "rlexp", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "probe.py").write_text(
+        "import subprocess, sys, types\n"
+        "from rlexp.mpirun import mpi_environment, mpiexec_command\n"
+        "from rlexp.schema import CommConfig\n"
+        "comm = CommConfig(procs=2, nodes=None, hostfile=None, interface=None, mpiexec=None,\n"
+        "                  oversubscribe=True, extra_args=[])\n"
+        "cfg = types.SimpleNamespace(comm=comm, backend=types.SimpleNamespace(threads_per_rank=lambda n: 1))\n"
+        "print(' '.join(mpiexec_command(cfg, 'mpiexec', sys.argv[1])))\n"
+        "rank = [sys.executable, '-P', '-c', 'import rlexp; print(rlexp.__file__)']\n"
+        "print(subprocess.run(rank, env=mpi_environment(cfg), capture_output=True, text=True, check=True).stdout)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "probe.py", str(tmp_path / "run")],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    command, imported = res.stdout.strip().splitlines()
+    assert "-x PYTHONPATH " in command
+    assert imported == str(copy / "rlexp" / "__init__.py")
 
 
 def test_a_run_directory_a_node_cannot_see_is_one_line(tmp_path):
