@@ -33,8 +33,9 @@ LAUNCHER = (
 
 
 def _cluster_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    if shutil.which("sinfo") is None or not conf.is_file():
+        return False  # without a slurm.conf, sinfo would ask DNS off this machine for the controller
     res = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
     return res.returncode == 0 and "idle" in res.stdout.split()
 
