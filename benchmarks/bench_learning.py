@@ -17,16 +17,20 @@ are one summary per algorithm, kind and env ending in the ratio to the first pub
 (SB3-zoo's where it has one), of the median figure that follows that reference's protocol: det10 for
 SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL.
 
-    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults rainbow]
+    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults zoo ...]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
         [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...]
         [--out outputs/bench_learning] [--results benchmarks/results/learning]
 
 Kinds: ``tuned`` is ``algo=ALGO tuned=ALGO`` (rlexp's tuned presets), ``defaults`` is ``algo=ALGO``
-alone (Spinning Up's defaults), ``rainbow`` (DQN) is ``algo=rainbow tuned=dqn`` (the tuned preset with
-double Q, dueling, 3-step returns and prioritized replay on); PPO trains ``tuned`` unless ``--kinds``
-says otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow``, the other off-policy
-algorithms ``tuned`` and ``defaults``. ``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the
+alone (Spinning Up's defaults), ``zoo`` (SAC, TD3) is ``algo=ALGO tuned=ALGO
+tuned_preset=ALGO/_zoo_mujoco`` (SB3-zoo's MuJoCo entry on every env, also where the tuned preset chose
+other settings), ``rainbow`` (DQN) is ``algo=rainbow tuned=dqn`` (the tuned preset with double Q,
+dueling, 3-step returns and prioritized replay on); PPO trains ``tuned`` unless ``--kinds`` says
+otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow``, SAC and TD3 ``tuned``,
+``defaults`` and ``zoo``, DDPG ``tuned`` and ``defaults``. Kinds that train the same settings (SAC's
+``tuned`` and ``defaults`` on the MuJoCo v4 three, TD3's ``tuned`` and ``zoo``) share one run: it is
+trained once and reported under each, and a stored result of one kind is reused for the other. ``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the
 zoo presets, side by side (PPO: about 560 steps/s here, 30 min a run).
 
 Recurrent PPO: ``--algo ppo --envs CartPoleNoVel-v1 PendulumNoVel-v1 --sb3`` trains the tuned (LSTM)
@@ -170,12 +174,14 @@ def rlexp_overrides(
     algo: str, kind: str, env_id: str, seed: int, steps: int | None, extra: list[str], variant: list[str]
 ) -> list[str]:
     """The command line of one rlexp run. ``kind``: ``defaults`` (Spinning Up's), ``tuned`` or a
-    tuned variant (``variant``: its overrides), for DQN also ``rainbow`` (algo=rainbow with the tuned
+    tuned variant (``variant``: its overrides), ``zoo`` (SB3-zoo's MuJoCo entry), for DQN also ``rainbow`` (algo=rainbow with the tuned
     preset), for PPO on a partially observed env also ``feedforward`` (the tuned recurrent preset with
     network.recurrent=null); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None:
     the preset's)."""
     if kind == "rainbow":
         base = ["algo=rainbow", f"tuned={algo}"]
+    elif kind == "zoo":  # SB3-zoo's MuJoCo entry, whatever the env's tuned preset chose
+        base = [f"algo={algo}", f"tuned={algo}", f"tuned_preset={algo}/_zoo_mujoco"]
     elif kind == "feedforward":  # the tuned (recurrent) preset without its memory
         base = [f"algo={algo}", f"tuned={algo}", "network.recurrent=null"]
     else:
@@ -207,18 +213,32 @@ def run_name(algo: str, kind: str, env_id: str, seed: int) -> str:
 
 
 def run_rlexp(
-    algo: str, kind: str, env_id: str, seed: int, args: argparse.Namespace, variant: list[str]
+    algo: str,
+    kind: str,
+    env_id: str,
+    seed: int,
+    args: argparse.Namespace,
+    variant: list[str],
+    overrides: list[str],
+    settings: dict[str, Any],
 ) -> dict[str, Any]:
-    """Train, continue or reuse one rlexp run; return its figures."""
+    """Train, continue or reuse one rlexp run (``overrides``: its command line, ``settings``: their
+    :func:`training_settings`); return its figures."""
     name = run_name(algo, kind, env_id, seed)
     run_dir, result_file = args.out / name, args.results / f"{name}.json"
     with _compose_lock:
-        overrides = rlexp_overrides(algo, kind, env_id, seed, args.steps, args.set, variant)
-        settings = training_settings(overrides)
         if result_file.is_file():
             result = json.loads(result_file.read_text())
             check_reusable(result_file, result.get("settings"), settings)
             return result
+        twin = same_run(args.results, algo, env_id, seed, settings)
+        if twin is not None:  # another kind trained these settings: the same run
+            return {
+                **json.loads(twin.read_text()),
+                "kind": kind,
+                "overrides": variant,
+                "same_run_as": twin.stem,
+            }
         unfinished = (run_dir / "config.yaml").is_file()
         if unfinished:  # continue it if it trains what it should
             check_reusable(run_dir, recorded_settings(run_dir), settings)
@@ -314,6 +334,31 @@ def recorded_settings(run_dir: Path) -> dict[str, Any]:
     return {key: config[key] for key in ("algo", "env", "network", "seed")}
 
 
+def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
+    """Recorded settings with the keys rlexp gained since they were recorded at the values such a run
+    resumes with (:func:`rlexp.config.upgrade_old_keys`)."""
+    from omegaconf import OmegaConf
+
+    from rlexp.config import upgrade_old_keys
+
+    raw = OmegaConf.create({k: v for k, v in stored.items() if k in ("algo", "env", "network")})
+    upgrade_old_keys(raw)
+    return {**stored, **{k: v for k, v in OmegaConf.to_container(raw).items() if k in stored}}
+
+
+def same_run(results: Path, algo: str, env_id: str, seed: int, settings: dict[str, Any]) -> Path | None:
+    """A stored result of another kind of ``algo``, env and seed that trained exactly ``settings``."""
+    for path in sorted(results.glob(f"{algo}-*_{env_id.replace('/', '-')}_s{seed}.json")):
+        stored = json.loads(path.read_text())
+        if (
+            stored.get("same_run_as") is None
+            and stored.get("settings")
+            and upgraded(stored["settings"]) == settings
+        ):
+            return path
+    return None
+
+
 def check_reusable(path: Path, stored: dict[str, Any] | None, settings: dict[str, Any]) -> None:
     """Stop (one line) when the run of ``path`` (a result file or a run directory) was trained with other
     settings than the preset gives now (a changed preset would otherwise be reported with stale figures).
@@ -321,13 +366,7 @@ def check_reusable(path: Path, stored: dict[str, Any] | None, settings: dict[str
     behaviour), as rlexp's resume does."""
     if stored is None:
         raise SystemExit(f"bench_learning: {path} records no settings; move it away to train again")
-    from omegaconf import OmegaConf
-
-    from rlexp.config import upgrade_old_keys
-
-    raw = OmegaConf.create({k: v for k, v in stored.items() if k in ("algo", "env", "network")})
-    upgrade_old_keys(raw)
-    stored = {**stored, **{k: v for k, v in OmegaConf.to_container(raw).items() if k in stored}}
+    stored = upgraded(stored)
     for section in settings:
         old, new = stored.get(section), settings[section]
         if old == new:
@@ -600,7 +639,7 @@ def main() -> None:
     parser.add_argument(
         "--kinds",
         nargs="+",
-        choices=["tuned", "defaults", "rainbow", "feedforward"],
+        choices=["tuned", "defaults", "zoo", "rainbow", "feedforward"],
         help="default: see the docstring",
     )
     parser.add_argument(
@@ -655,11 +694,19 @@ def main() -> None:
     kinds_of: dict[str, list[str]] = {}
     for algo in args.algo:
         novel = any(env in NOVEL_ENVS for env in args.envs)  # partially observed: with and without memory
-        default = {"dqn": ["tuned", "rainbow"]}.get(
+        default = {
+            "dqn": ["tuned", "rainbow"],
+            "sac": ["tuned", "defaults", "zoo"],
+            "td3": ["tuned", "defaults", "zoo"],
+        }.get(
             algo,
             ["tuned", "defaults"] if algo in OFF_POLICY else ["tuned", "feedforward"] if novel else ["tuned"],
         )
         kinds = list(args.kinds or default)
+        if "zoo" in kinds and not (ROOT / "conf" / "tuned_preset" / algo / "_zoo_mujoco.yaml").is_file():
+            parser.error(
+                f"--kinds zoo: {algo} has no SB3-zoo MuJoCo preset (conf/tuned_preset/{algo}/_zoo_mujoco.yaml); sac and td3 have"
+            )
         if args.defaults and "defaults" not in kinds:
             kinds.append("defaults")
         kinds_of[algo] = ([] if args.only_variant else kinds) + ([variant] if variant else [])
@@ -675,24 +722,47 @@ def main() -> None:
         for kind in kinds_of[algo]
     ]
 
-    def one(task: tuple[str, str, str, int]) -> dict[str, Any]:
+    extra_of = {task: args.variant[1:] if task[1] == variant else [] for task in tasks}
+    overrides_of = {task: rlexp_overrides(*task, args.steps, args.set, extra_of[task]) for task in tasks}
+    settings_of = {task: training_settings(overrides_of[task]) for task in tasks}
+    first: dict[str, tuple[str, str, str, int]] = {}  # kinds that train the same settings share a run
+    for task in tasks:
+        first.setdefault(json.dumps(settings_of[task], sort_keys=True), task)
+    trained = list(first.values())
+
+    def line(task: tuple[str, str, str, int], r: dict[str, Any]) -> None:
         algo, kind, env_id, seed = task
-        extra = args.variant[1:] if kind == variant else []
-        try:
-            r = run_rlexp(algo, kind, env_id, seed, args, extra)
-        except BaseException:
-            _CHILDREN.stopping = True  # start no other run
-            raise
         say(
             f"  {algo}-{kind:10s} {env_id:15s} seed {seed}: test {r['test'] or float('nan'):8.1f}  "
             f"det10 {r['det10']:8.1f}  last100 {r['last100']:8.1f}  {r['sps']:6.0f} SPS"
+            + (f"  (the run of {r['same_run_as']})" if r.get("same_run_as") else "")
         )
+
+    def one(task: tuple[str, str, str, int]) -> dict[str, Any]:
+        try:
+            r = run_rlexp(*task, args, extra_of[task], overrides_of[task], settings_of[task])
+        except BaseException:
+            _CHILDREN.stopping = True  # start no other run
+            raise
+        line(task, r)
         return r
 
     results: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {algo: {} for algo in args.algo}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for task, r in zip(tasks, pool.map(one, tasks), strict=True):
-            results[task[0]].setdefault((task[1], task[2]), []).append(r)
+        done = dict(zip(trained, pool.map(one, trained), strict=True))
+    for task in tasks:
+        twin = first[json.dumps(settings_of[task], sort_keys=True)]
+        r = done[twin]
+        if twin != task:  # the run of another kind with the same settings
+            origin = r.get("same_run_as") or run_name(*twin)  # where its figures were trained
+            r = {k: v for k, v in r.items() if k != "same_run_as"} | {
+                "kind": task[1],
+                "overrides": extra_of[task],
+            }
+            if origin != run_name(*task):
+                r["same_run_as"] = origin
+            line(task, r)
+        results[task[0]].setdefault((task[1], task[2]), []).append(r)
     if args.sb3:
         (algo,) = args.algo
         for env_id in args.envs:

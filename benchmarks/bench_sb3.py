@@ -30,10 +30,11 @@ How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
   0.99 / 0.97, clip 0.2, KL early stopping off on both sides (``target_kl`` huge / None) so that both
   always do all 80 steps; one env on both sides (SB3 ``n_envs=1``).
 
-- TD3-zoo, SAC-zoo: SB3-zoo's MuJoCo settings on both sides (rlexp ``tuned=td3`` / ``tuned=sac``): batch
-  256, TD3 with a 400x300 network and learning rate 1e-3, SAC at 3e-4 with automatic entropy tuning
-  (SB3 ``ent_coef="auto"``, rlexp ``autotune_alpha``), one gradient step per env step; learning starts
-  at the same step as the rows above (not the zoo's 10,000), to reach the steady state sooner.
+- TD3-zoo, SAC-zoo: SB3-zoo's MuJoCo settings on both sides (rlexp ``tuned=td3
+  tuned_preset=td3/_zoo_mujoco``, the same for sac): batch 256, TD3 with a 400x300 network and learning
+  rate 1e-3, SAC at 3e-4 with automatic entropy tuning (SB3 ``ent_coef="auto"``, rlexp
+  ``autotune_alpha``), one gradient step per env step; learning starts at the same step as the rows
+  above (not the zoo's 10,000), to reach the steady state sooner.
 - PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo`` with the zoo's constant
   learning rate; SB3 with VecNormalize and the zoo's hyperparameters): 512 steps per update, 8
   minibatches of 64, 20 passes, 256x256 ReLU.
@@ -103,11 +104,15 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
             f"algo.update_after={LEARNING_STARTS}", f"algo.replay_size={DQN_REPLAY}", "algo.num_test_episodes=0",
             f"algo.save_freq={epochs}",
         ]  # fmt: skip
-    if algo in ("sac-zoo", "td3-zoo"):  # rlexp's tuned preset (the zoo's settings)
+    if algo in (
+        "sac-zoo",
+        "td3-zoo",
+    ):  # the zoo's MuJoCo entry (tuned=sac on HalfCheetah-v4 chose Spinning Up's)
         base = algo.split("-")[0]
         return [
             f"algo={base}",
             f"tuned={base}",
+            f"tuned_preset={base}/_zoo_mujoco",
             f"algo.epochs={epochs}",
             f"algo.steps_per_epoch={OFF_EPOCH}",
             f"algo.start_steps={LEARNING_STARTS}",

@@ -49,7 +49,21 @@ def reset_uid() -> None:
 
 def normalize_overrides(args: list[str]) -> list[str]:
     """Command-line overrides as Hydra takes them: ``+tuned=NAME`` (appending the group, as one writes
-    for an optional group) becomes ``tuned=NAME`` (rlexp's defaults list already has ``tuned: none``)."""
+    for an optional group) becomes ``tuned=NAME`` (rlexp's defaults list already has ``tuned: none``).
+    A ``tuned_preset=ALGO/FILE`` that names no file is refused in one line (Hydra would skip the
+    optional group silently)."""
+    for arg in args:
+        if arg.startswith("tuned_preset=") and "(" not in arg:  # a value or a sweep's values, a,b
+            for choice in arg.split("=", 1)[1].split(","):
+                if not (Path(CONF_DIR) / "tuned_preset" / f"{choice}.yaml").is_file():
+                    shared = sorted(
+                        p.relative_to(Path(CONF_DIR) / "tuned_preset").with_suffix("").as_posix()
+                        for p in Path(CONF_DIR).glob("tuned_preset/*/_*.yaml")
+                    )
+                    raise ConfigError(
+                        f"tuned_preset={choice} is no file in conf/tuned_preset/; the shared ones: {', '.join(shared)}"
+                        " (each env's: tuned=ALGO selects conf/tuned_preset/ALGO/<env>.yaml)"
+                    )
     return [a[1:] if a.startswith("+tuned=") else a for a in args]
 
 
@@ -60,7 +74,9 @@ def tuned_presets(name: str) -> list[str]:
 
 
 def check_tuned(container: dict[str, Any]) -> None:
-    """``tuned=NAME`` applies only to algo=NAME, and only where the env preset has tuned settings."""
+    """``tuned=NAME`` applies only to algo=NAME, and only where a tuned preset file applied: the env
+    preset's (``conf/tuned_preset/NAME/<env>.yaml``) or one named on the command line
+    (``tuned_preset=sac/_zoo_mujoco``); each sets ``tuned.source``."""
     tuned = container.get("tuned") or {}
     name = tuned.get("name")
     if not name:
@@ -68,7 +84,7 @@ def check_tuned(container: dict[str, Any]) -> None:
     algo = container.get("algo", {}).get("name")
     if algo != name:
         raise ConfigError(f"tuned={name} holds settings of algo={name}, but algo={algo}; use algo={name}")
-    if tuned.get("preset") is None:
+    if tuned.get("source") is None:
         env_id = container.get("env", {}).get("id")
         have = ", ".join(f"env={e}" for e in tuned_presets(name)) or "none"
         raise ConfigError(f"tuned={name} has no settings for env.id={env_id!r}; tuned {name} presets: {have}")

@@ -173,3 +173,49 @@ def test_an_sb3_run_stopped_part_way_continues_from_its_checkpoint_to_its_budget
     assert 20000 <= result["steps"] < 20000 + 256  # the zoo's CartPole collects 256 steps a round
     assert not (tmp_path / "out" / name / "checkpoint").exists()  # a finished run drops its replay
     assert result["train_s"] < 1000 and 0 <= result["det10"] <= 500 and result["last100"] > 9
+
+
+def test_kinds_that_train_the_same_settings_share_one_run(tmp_path, monkeypatch, capsys):
+    """SAC's tuned preset on Hopper-v4 is Spinning Up's settings (issue 27's choice), which the defaults
+    kind trains too: the benchmark trains them once and reports that run under both kinds; the zoo kind
+    trains SB3-zoo's entry. A result stored under one kind is reused for the other without training."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    calls = []
+
+    def fake_run(algo, kind, env_id, seed, args, variant, overrides, settings):
+        calls.append((kind, overrides, settings))
+        return {"test": 3.0 + len(calls), "det10": 2.0, "last100": 1.0, "sps": 9.0}
+
+    monkeypatch.setattr(bench_learning, "run_rlexp", fake_run)
+    monkeypatch.setattr(bench_learning._CHILDREN, "install", lambda: None)
+    results = tmp_path / "results"
+    argv = ["bench_learning.py", "--algo", "sac", "--envs", "Hopper-v4", "--seeds", "0"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "out"), "--results", str(results)])
+    bench_learning.main()
+    assert [kind for kind, _, _ in calls] == ["tuned", "zoo"]  # defaults: the tuned run
+    assert "tuned_preset=sac/_zoo_mujoco" in calls[1][1] and calls[1][2]["algo"]["batch_size"] == 256
+    assert calls[0][2]["algo"]["batch_size"] == 100
+    out = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert (
+        "sac-defaults Hopper-v4 seed 0: test 4.0 det10 2.0 last100 1.0 9 SPS (the run of sac-tuned_Hopper-v4_s0)"
+        in out
+    )
+    assert "| Hopper-v4 | zoo | 5 (5-5) | 2 (2-2) | 1 (1-1) | 9 (9-9) | 2,326 | 2,310 | 3,150 |" in out
+
+    # on disk: a stored defaults result is the tuned kind's too; the zoo kind's settings differ
+    defaults, tuned = (calls[0][2], bench_learning.training_settings(calls[0][1]))
+    assert defaults == tuned
+    results.mkdir()
+    stored = {"kind": "defaults", "test": 7.0, "det10": 6.0, "last100": 5.0, "sps": 4.0, "settings": defaults}
+    (results / "sac-defaults_Hopper-v4_s0.json").write_text(json.dumps(stored))
+    monkeypatch.undo()
+    args = argparse.Namespace(out=tmp_path / "out", results=results)
+    r = bench_learning.run_rlexp("sac", "tuned", "Hopper-v4", 0, args, [], calls[0][1], tuned)
+    assert (r["kind"], r["det10"], r["same_run_as"]) == ("tuned", 6.0, "sac-defaults_Hopper-v4_s0")
+    assert list((tmp_path / "out").iterdir()) == []  # nothing trained
+    assert bench_learning.same_run(results, "sac", "Hopper-v4", 0, calls[1][2]) is None
