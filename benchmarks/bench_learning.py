@@ -30,8 +30,9 @@ dueling, 3-step returns and prioritized replay on); PPO trains ``tuned`` unless 
 otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow``, SAC and TD3 ``tuned``,
 ``defaults`` and ``zoo``, DDPG ``tuned`` and ``defaults``. Kinds that train the same settings (SAC's
 ``tuned`` and ``defaults`` on the MuJoCo v4 three, TD3's ``tuned`` and ``zoo``) share one run: it is
-trained once and reported under each, and a stored result of one kind is reused for the other. ``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the
-zoo presets, side by side (PPO: about 560 steps/s here, 30 min a run).
+trained once and reported under each, and a stored result of one kind is reused for the other.
+``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the zoo presets, side by side (PPO: about
+560 steps/s here, 30 min a run).
 
 Recurrent PPO: ``--algo ppo --envs CartPoleNoVel-v1 PendulumNoVel-v1 --sb3`` trains the tuned (LSTM)
 presets, the same without memory (kind ``feedforward``) and sb3-contrib's RecurrentPPO with the zoo's
@@ -174,9 +175,9 @@ def rlexp_overrides(
     algo: str, kind: str, env_id: str, seed: int, steps: int | None, extra: list[str], variant: list[str]
 ) -> list[str]:
     """The command line of one rlexp run. ``kind``: ``defaults`` (Spinning Up's), ``tuned`` or a
-    tuned variant (``variant``: its overrides), ``zoo`` (SB3-zoo's MuJoCo entry), for DQN also ``rainbow`` (algo=rainbow with the tuned
-    preset), for PPO on a partially observed env also ``feedforward`` (the tuned recurrent preset with
-    network.recurrent=null); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None:
+    tuned variant (``variant``: its overrides), ``zoo`` (SB3-zoo's MuJoCo entry), for DQN also
+    ``rainbow`` (algo=rainbow with the tuned preset), for PPO on a partially observed env also
+    ``feedforward`` (the tuned recurrent preset with network.recurrent=null); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None:
     the preset's)."""
     if kind == "rainbow":
         base = ["algo=rainbow", f"tuned={algo}"]
@@ -704,9 +705,8 @@ def main() -> None:
         )
         kinds = list(args.kinds or default)
         if "zoo" in kinds and not (ROOT / "conf" / "tuned_preset" / algo / "_zoo_mujoco.yaml").is_file():
-            parser.error(
-                f"--kinds zoo: {algo} has no SB3-zoo MuJoCo preset (conf/tuned_preset/{algo}/_zoo_mujoco.yaml); sac and td3 have"
-            )
+            zoo = f"conf/tuned_preset/{algo}/_zoo_mujoco.yaml"
+            parser.error(f"--kinds zoo: {algo} has no SB3-zoo MuJoCo preset ({zoo}); sac and td3 have")
         if args.defaults and "defaults" not in kinds:
             kinds.append("defaults")
         kinds_of[algo] = ([] if args.only_variant else kinds) + ([variant] if variant else [])

@@ -104,10 +104,7 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
             f"algo.update_after={LEARNING_STARTS}", f"algo.replay_size={DQN_REPLAY}", "algo.num_test_episodes=0",
             f"algo.save_freq={epochs}",
         ]  # fmt: skip
-    if algo in (
-        "sac-zoo",
-        "td3-zoo",
-    ):  # the zoo's MuJoCo entry (tuned=sac on HalfCheetah-v4 chose Spinning Up's)
+    if algo in ("sac-zoo", "td3-zoo"):  # the zoo's MuJoCo entry (tuned=sac there is Spinning Up's)
         base = algo.split("-")[0]
         return [
             f"algo={base}",

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlexp.algos import ALGOS
+from rlexp.algos import ALGOS, plugin_conf_dirs
 from rlexp.errors import ConfigError, RLExpError
 from rlexp.schema import BACKEND_SCHEMAS, RLExpConfig
 
@@ -52,19 +52,25 @@ def normalize_overrides(args: list[str]) -> list[str]:
     for an optional group) becomes ``tuned=NAME`` (rlexp's defaults list already has ``tuned: none``).
     A ``tuned_preset=ALGO/FILE`` that names no file is refused in one line (Hydra would skip the
     optional group silently)."""
-    for arg in args:
-        if arg.startswith("tuned_preset=") and "(" not in arg:  # a value or a sweep's values, a,b
-            for choice in arg.split("=", 1)[1].split(","):
-                if not (Path(CONF_DIR) / "tuned_preset" / f"{choice}.yaml").is_file():
-                    shared = sorted(
-                        p.relative_to(Path(CONF_DIR) / "tuned_preset").with_suffix("").as_posix()
-                        for p in Path(CONF_DIR).glob("tuned_preset/*/_*.yaml")
-                    )
-                    raise ConfigError(
-                        f"tuned_preset={choice} is no file in conf/tuned_preset/; the shared ones: {', '.join(shared)}"
-                        " (each env's: tuned=ALGO selects conf/tuned_preset/ALGO/<env>.yaml)"
-                    )
+    if not any(a.startswith("hydra.searchpath") for a in args):  # else presets may live anywhere
+        for arg in args:
+            if arg.startswith("tuned_preset=") and "(" not in arg:  # a value or a sweep's values, a,b
+                check_tuned_preset(arg.split("=", 1)[1].split(","))
     return [a[1:] if a.startswith("+tuned=") else a for a in args]
+
+
+def check_tuned_preset(choices: list[str]) -> None:
+    """Each ``tuned_preset=`` choice names a file of ``conf/tuned_preset/`` (rlexp's or a plugin's)."""
+    folders = [Path(d) / "tuned_preset" for d in (CONF_DIR, *plugin_conf_dirs())]
+    for choice in choices:
+        if choice != "null" and not any((f / f"{choice}.yaml").is_file() for f in folders):
+            shared = sorted(
+                {p.relative_to(f).with_suffix("").as_posix() for f in folders for p in f.glob("*/_*.yaml")}
+            )
+            raise ConfigError(
+                f"tuned_preset={choice} is no file in conf/tuned_preset/; the shared ones: {', '.join(shared)}"
+                " (each env's: tuned=ALGO selects conf/tuned_preset/ALGO/<env>.yaml)"
+            )
 
 
 def tuned_presets(name: str) -> list[str]:
