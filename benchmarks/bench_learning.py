@@ -234,12 +234,7 @@ def run_rlexp(
             return result
         twin = same_run(args.results, algo, env_id, seed, settings)
         if twin is not None:  # another kind trained these settings: the same run
-            return {
-                **json.loads(twin.read_text()),
-                "kind": kind,
-                "overrides": variant,
-                "same_run_as": twin.stem,
-            }
+            return as_kind(json.loads(twin.read_text()), kind, variant, twin.stem, name)
         unfinished = (run_dir / "config.yaml").is_file()
         if unfinished:  # continue it if it trains what it should
             check_reusable(run_dir, recorded_settings(run_dir), settings)
@@ -345,6 +340,12 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     raw = OmegaConf.create({k: v for k, v in stored.items() if k in ("algo", "env", "network")})
     upgrade_old_keys(raw)
     return {**stored, **{k: v for k, v in OmegaConf.to_container(raw).items() if k in stored}}
+
+
+def as_kind(result: dict[str, Any], kind: str, variant: list[str], origin: str, name: str) -> dict[str, Any]:
+    """The figures of the run ``origin`` reported as run ``name`` of ``kind`` (the same settings)."""
+    shared = {k: v for k, v in result.items() if k != "same_run_as"} | {"kind": kind, "overrides": variant}
+    return shared if origin == name else shared | {"same_run_as": origin}
 
 
 def same_run(results: Path, algo: str, env_id: str, seed: int, settings: dict[str, Any]) -> Path | None:
@@ -695,17 +696,16 @@ def main() -> None:
     kinds_of: dict[str, list[str]] = {}
     for algo in args.algo:
         novel = any(env in NOVEL_ENVS for env in args.envs)  # partially observed: with and without memory
-        default = {
-            "dqn": ["tuned", "rainbow"],
-            "sac": ["tuned", "defaults", "zoo"],
-            "td3": ["tuned", "defaults", "zoo"],
-        }.get(
-            algo,
-            ["tuned", "defaults"] if algo in OFF_POLICY else ["tuned", "feedforward"] if novel else ["tuned"],
-        )
+        zoo = f"conf/tuned_preset/{algo}/_zoo_mujoco.yaml"
+        has_zoo = (ROOT / zoo).is_file()
+        if algo == "dqn":
+            default = ["tuned", "rainbow"]
+        elif algo in OFF_POLICY:
+            default = ["tuned", "defaults", *(["zoo"] if has_zoo else [])]
+        else:
+            default = ["tuned", "feedforward"] if novel else ["tuned"]
         kinds = list(args.kinds or default)
-        if "zoo" in kinds and not (ROOT / "conf" / "tuned_preset" / algo / "_zoo_mujoco.yaml").is_file():
-            zoo = f"conf/tuned_preset/{algo}/_zoo_mujoco.yaml"
+        if "zoo" in kinds and not has_zoo:
             parser.error(f"--kinds zoo: {algo} has no SB3-zoo MuJoCo preset ({zoo}); sac and td3 have")
         if args.defaults and "defaults" not in kinds:
             kinds.append("defaults")
@@ -725,9 +725,10 @@ def main() -> None:
     extra_of = {task: args.variant[1:] if task[1] == variant else [] for task in tasks}
     overrides_of = {task: rlexp_overrides(*task, args.steps, args.set, extra_of[task]) for task in tasks}
     settings_of = {task: training_settings(overrides_of[task]) for task in tasks}
+    key_of = {task: json.dumps(settings_of[task], sort_keys=True) for task in tasks}
     first: dict[str, tuple[str, str, str, int]] = {}  # kinds that train the same settings share a run
     for task in tasks:
-        first.setdefault(json.dumps(settings_of[task], sort_keys=True), task)
+        first.setdefault(key_of[task], task)
     trained = list(first.values())
 
     def line(task: tuple[str, str, str, int], r: dict[str, Any]) -> None:
@@ -751,16 +752,11 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         done = dict(zip(trained, pool.map(one, trained), strict=True))
     for task in tasks:
-        twin = first[json.dumps(settings_of[task], sort_keys=True)]
+        twin = first[key_of[task]]
         r = done[twin]
-        if twin != task:  # the run of another kind with the same settings
-            origin = r.get("same_run_as") or run_name(*twin)  # where its figures were trained
-            r = {k: v for k, v in r.items() if k != "same_run_as"} | {
-                "kind": task[1],
-                "overrides": extra_of[task],
-            }
-            if origin != run_name(*task):
-                r["same_run_as"] = origin
+        if twin != task:  # the run of another kind with the same settings (trained as its origin)
+            origin = r.get("same_run_as") or run_name(*twin)
+            r = as_kind(r, task[1], extra_of[task], origin, run_name(*task))
             line(task, r)
         results[task[0]].setdefault((task[1], task[2]), []).append(r)
     if args.sb3:
