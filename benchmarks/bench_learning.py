@@ -30,7 +30,8 @@ dueling, 3-step returns and prioritized replay on); PPO trains ``tuned`` unless 
 otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow``, SAC and TD3 ``tuned``,
 ``defaults`` and ``zoo``, DDPG ``tuned`` and ``defaults``. Kinds that train the same settings (SAC's
 ``tuned`` and ``defaults`` on the MuJoCo v4 three, TD3's ``tuned`` and ``zoo``) share one run: it is
-trained once and reported under each, and a stored result of one kind is reused for the other.
+trained once and reported under each, a stored result of one kind is reused for the other, and a run
+of one kind stopped part-way is continued for the other.
 ``--sb3`` (PPO, DQN) also trains Stable-Baselines3 2.9.2 with the zoo presets, side by side (PPO: about
 560 steps/s here, 30 min a run).
 
@@ -96,6 +97,7 @@ from common import (
 
 ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn")
 OFF_POLICY = ("sac", "td3", "ddpg", "dqn")
+KINDS = ("tuned", "defaults", "zoo", "rainbow", "feedforward")  # the named kinds (--variant adds tuned-LABEL)
 EVAL_EPISODES = 10
 TEST_EVALUATIONS = 10  # the test figure: mean AverageTestEpRet of the last this many evaluations
 OFF_POLICY_SAVE_FREQ = (
@@ -238,26 +240,31 @@ def run_rlexp(
         unfinished = (run_dir / "config.yaml").is_file()
         if unfinished:  # continue it if it trains what it should
             check_reusable(run_dir, recorded_settings(run_dir), settings)
+        origin, origin_kind, origin_variant = name, kind, variant
+        if not unfinished and (other := unfinished_twin(args.out, algo, env_id, seed, settings)) is not None:
+            # another kind's unfinished run of these settings: continue it, stored under its own name
+            origin, origin_kind, origin_variant = other.name, kind_in(other.name, algo, env_id, seed), []
+            run_dir, result_file, unfinished = other, args.results / f"{other.name}.json", True
     if _CHILDREN.stopping:  # a stop signal came: start nothing (the queued runs stay as they are)
         raise SystemExit("bench_learning: stopped; run the same command again to continue")
     if unfinished:
-        say(f"  {name}: continuing")
+        say(f"  {name}: continuing" + (f" the run of {origin} (the same settings)" if origin != name else ""))
         cmd = [sys.executable, "-m", "rlexp", f"resume={run_dir}", "logger.console=line"]
     else:
         say(f"  {name}: training ({' '.join(overrides)})")
         cmd = [sys.executable, "-m", "rlexp", *overrides, "logger.console=line", f"hydra.run.dir={run_dir}"]
-    train(name, cmd, args.out)
+    train(origin, cmd, args.out)
     result = {
         "algo": algo,
-        "kind": kind,
+        "kind": origin_kind,
         "env": env_id,
         "seed": seed,
-        "overrides": variant,
+        "overrides": origin_variant,
         **run_figures(run_dir),
         "settings": settings,
     }
     store(result_file, result)
-    return result
+    return as_kind(result, kind, variant, origin, name)
 
 
 def train(name: str, cmd: list[str], out: Path, stopped_status: int | None = None) -> None:
@@ -358,6 +365,26 @@ def same_run(results: Path, algo: str, env_id: str, seed: int, settings: dict[st
             and upgraded(stored["settings"]) == settings
         ):
             return path
+    return None
+
+
+def kind_in(name: str, algo: str, env_id: str, seed: int) -> str:
+    """The kind of run ``name`` (:func:`run_name` read backwards)."""
+    return name[len(algo) + 1 : -len(f"_{env_id.replace('/', '-')}_s{seed}")]
+
+
+def unfinished_twin(out: Path, algo: str, env_id: str, seed: int, settings: dict[str, Any]) -> Path | None:
+    """The run directory of another kind of ``algo``, env and seed (one of the named kinds, not a
+    ``--variant``) that has not finished and trains exactly ``settings``: stopped part-way in an earlier
+    command (e.g. ``--kinds defaults`` before ``--kinds tuned``), so it is continued rather than trained
+    a second time. A run still training in another command refuses the continuation in one line."""
+    for run_dir in sorted(out.glob(f"{algo}-*_{env_id.replace('/', '-')}_s{seed}")):
+        if (
+            kind_in(run_dir.name, algo, env_id, seed) in KINDS
+            and (run_dir / "config.yaml").is_file()
+            and upgraded(recorded_settings(run_dir)) == settings
+        ):
+            return run_dir
     return None
 
 
@@ -641,7 +668,7 @@ def main() -> None:
     parser.add_argument(
         "--kinds",
         nargs="+",
-        choices=["tuned", "defaults", "zoo", "rainbow", "feedforward"],
+        choices=KINDS,
         help="default: see the docstring",
     )
     parser.add_argument(

@@ -26,10 +26,31 @@ TINY = (  # SAC on Pendulum, 6 epochs of 300 steps, a checkpoint after each
 NAME = "sac-defaults_Pendulum-v1_s0"
 
 
-def bench(tmp: Path, **kwargs) -> subprocess.Popen:
-    args = [sys.executable, BENCH, *TINY, "--out", str(tmp / "out"), "--results", str(tmp / "results")]
+def bench(tmp: Path, *changes: str, **kwargs) -> subprocess.Popen:
+    """The tiny benchmark writing under ``tmp``; ``changes``: ``OPTION VALUE`` pairs that replace TINY's."""
+    tiny = list(TINY)
+    for option, value in zip(changes[::2], changes[1::2], strict=True):
+        tiny[tiny.index(option) + 1] = value
+    args = [sys.executable, BENCH, *tiny, "--out", str(tmp / "out"), "--results", str(tmp / "results")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(args, cwd=ROOT, env=env, text=True, **kwargs)
+
+
+def kill_mid_run(proc: subprocess.Popen, run_dir: Path) -> None:
+    """SIGKILL the whole benchmark ``proc`` (started in its own session) once ``run_dir`` holds its third
+    checkpoint: its process and the training process, mid-epoch."""
+    checkpoint = run_dir / "checkpoints" / "epoch_000003.pt"
+    deadline = time.time() + 240
+    while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the benchmark ended before it could be killed"
+    training = [pid for pid in pids_with(str(run_dir.parent)) if pid != proc.pid]
+    assert training, "no training process found"
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in training:
+        os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    assert 3 <= len(pd.read_table(run_dir / "progress.txt")) < 6  # stopped part-way
 
 
 def pids_with(text: str) -> list[int]:
@@ -48,22 +69,8 @@ def test_a_benchmark_killed_mid_run_and_started_again_gives_the_uninterrupted_fi
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert bench(whole, stdout=subprocess.DEVNULL).wait(timeout=300) == 0
 
-    proc = bench(cut, stdout=subprocess.DEVNULL, start_new_session=True)
-    checkpoint = cut / "out" / NAME / "checkpoints" / "epoch_000003.pt"
-    deadline = time.time() + 240
-    while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert proc.poll() is None, "the benchmark ended before it could be killed"
-    # the whole benchmark at once, mid-epoch: its process and the training process (its own session)
-    training = [pid for pid in pids_with(str(cut / "out")) if pid != proc.pid]
-    assert training, "no training process found"
-    os.killpg(proc.pid, signal.SIGKILL)
-    for pid in training:
-        os.kill(pid, signal.SIGKILL)
-    proc.wait()
+    kill_mid_run(bench(cut, stdout=subprocess.DEVNULL, start_new_session=True), cut / "out" / NAME)
     assert not (cut / "results" / f"{NAME}.json").exists()
-    progress = pd.read_table(cut / "out" / NAME / "progress.txt")
-    assert 3 <= len(progress) < 6  # stopped part-way
 
     again = bench(cut, stdout=subprocess.PIPE)
     out, _ = again.communicate(timeout=300)
@@ -219,3 +226,27 @@ def test_kinds_that_train_the_same_settings_share_one_run(tmp_path, monkeypatch,
     assert (r["kind"], r["det10"], r["same_run_as"]) == ("tuned", 6.0, "sac-defaults_Hopper-v4_s0")
     assert list((tmp_path / "out").iterdir()) == []  # nothing trained
     assert bench_learning.same_run(results, "sac", "Hopper-v4", 0, calls[1][2]) is None
+
+
+def test_a_kind_continues_the_unfinished_run_of_another_kind_with_the_same_settings(tmp_path):
+    """SAC's tuned preset on Hopper-v4 is Spinning Up's settings: a `--kinds tuned` benchmark after a
+    `--kinds defaults` one was killed part-way continues the defaults run (stored under its name, reported
+    as tuned) instead of training the same settings a second time."""
+    hopper = ("--envs", "Hopper-v4")
+    defaults, tuned = "sac-defaults_Hopper-v4_s0", "sac-tuned_Hopper-v4_s0"
+    killed = bench(tmp_path, *hopper, stdout=subprocess.DEVNULL, start_new_session=True)
+    kill_mid_run(killed, tmp_path / "out" / defaults)
+
+    again = bench(tmp_path, *hopper, "--kinds", "tuned", stdout=subprocess.PIPE)
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, out
+    assert f"{tuned}: continuing the run of {defaults} (the same settings)" in out
+    assert not (tmp_path / "out" / tuned).exists() and not (tmp_path / "results" / f"{tuned}.json").exists()
+    stored = json.loads((tmp_path / "results" / f"{defaults}.json").read_text())
+    assert (stored["kind"], stored["steps"], stored.get("same_run_as")) == ("defaults", 1800, None)
+    line = next(line for line in out.splitlines() if line.strip().startswith("sac-tuned "))
+    assert f"det10 {stored['det10']:8.1f}" in line and f"(the run of {defaults})" in line
+    # the defaults kind now reuses the finished result without training
+    third = bench(tmp_path, *hopper, stdout=subprocess.PIPE)
+    out, _ = third.communicate(timeout=300)
+    assert third.returncode == 0 and "training" not in out and "continuing" not in out, out
