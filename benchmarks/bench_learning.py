@@ -227,6 +227,8 @@ def run_rlexp(
 ) -> dict[str, Any]:
     """Train, continue or reuse one rlexp run (``overrides``: its command line, ``settings``: their
     :func:`training_settings`); return its figures."""
+    from rlexp.rundir import in_use
+
     name = run_name(algo, kind, env_id, seed)
     run_dir, result_file = args.out / name, args.results / f"{name}.json"
     with _compose_lock:
@@ -245,6 +247,11 @@ def run_rlexp(
             # another kind's unfinished run of these settings: continue it, stored under its own name
             origin, origin_kind, origin_variant = other.name, kind_in(other.name, algo, env_id, seed), []
             run_dir, result_file, unfinished = other, args.results / f"{other.name}.json", True
+        if unfinished and in_use(run_dir):
+            raise SystemExit(
+                f"bench_learning: {run_dir.name} is training in another command now ({name} would continue it); "
+                "run this again when that one ends"
+            )
     if _CHILDREN.stopping:  # a stop signal came: start nothing (the queued runs stay as they are)
         raise SystemExit("bench_learning: stopped; run the same command again to continue")
     if unfinished:
@@ -377,7 +384,7 @@ def unfinished_twin(out: Path, algo: str, env_id: str, seed: int, settings: dict
     """The run directory of another kind of ``algo``, env and seed (one of the named kinds, not a
     ``--variant``) that has not finished and trains exactly ``settings``: stopped part-way in an earlier
     command (e.g. ``--kinds defaults`` before ``--kinds tuned``), so it is continued rather than trained
-    a second time. A run still training in another command refuses the continuation in one line."""
+    a second time."""
     for run_dir in sorted(out.glob(f"{algo}-*_{env_id.replace('/', '-')}_s{seed}")):
         if (
             kind_in(run_dir.name, algo, env_id, seed) in KINDS

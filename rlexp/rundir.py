@@ -134,6 +134,18 @@ def training_lock(run_dir: Path) -> Iterator[None]:
         lock.close()
 
 
+def in_use(run_dir: Path) -> bool:
+    """Whether a job holds ``run_dir`` now (its launcher or any rank of it lives): what :func:`claim`
+    would refuse. Takes and releases the locks at once; creates no file."""
+    for name in _LOCKS:
+        if (run_dir / name).is_file():
+            lock = _try_lock(run_dir / name, fcntl.LOCK_EX)
+            if lock is None:
+                return True
+            lock.close()
+    return False
+
+
 def remove_if_empty(run_dir: Path) -> None:
     """After a job ended with an error: remove ``run_dir`` if it is empty (Hydra makes it before the
     job starts); anything in it, another job's lock file included, stays."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rlexp.rundir import claim, in_use
 from tests.conftest import ROOT
 
 BENCH = str(ROOT / "benchmarks" / "bench_learning.py")
@@ -236,6 +237,17 @@ def test_a_kind_continues_the_unfinished_run_of_another_kind_with_the_same_setti
     defaults, tuned = "sac-defaults_Hopper-v4_s0", "sac-tuned_Hopper-v4_s0"
     killed = bench(tmp_path, *hopper, stdout=subprocess.DEVNULL, start_new_session=True)
     kill_mid_run(killed, tmp_path / "out" / defaults)
+    deadline = time.time() + 30  # the killed training process lets go of the directory
+    while in_use(tmp_path / "out" / defaults) and time.time() < deadline:
+        time.sleep(0.2)
+    with claim(tmp_path / "out" / defaults):  # as if another command trained it now: one line, nothing run
+        busy = bench(tmp_path, *hopper, "--kinds", "tuned", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, _ = busy.communicate(timeout=300)
+    assert busy.returncode != 0 and out.strip().splitlines()[-1] == (
+        f"bench_learning: {defaults} is training in another command now ({tuned} would continue it); "
+        "run this again when that one ends"
+    ), out
+    assert "Traceback" not in out and not (tmp_path / "out" / tuned).exists()
 
     again = bench(tmp_path, *hopper, "--kinds", "tuned", stdout=subprocess.PIPE)
     out, _ = again.communicate(timeout=300)

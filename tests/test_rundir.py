@@ -22,6 +22,7 @@ import pytest
 from rlexp.checkpoint import latest_checkpoint, list_checkpoints, load_torch, save_torch
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
+from rlexp.rundir import claim, in_use, training_lock
 from tests.conftest import ROOT, composed, run_cli, train
 
 FAST = (
@@ -541,3 +542,18 @@ def test_any_seed_trains(tmp_path, backend):
 def test_one_thread_per_rank_by_default(backend):
     cfg = composed(f"backend={backend}", "comm.procs=2")
     assert cfg.backend.threads == 1 and cfg.backend.threads_per_rank(2) == 1
+
+
+def test_in_use_tells_whether_a_job_holds_the_directory(tmp_path):
+    """What bench_learning asks before it continues a run: held while a launcher claims it, free after,
+    and asking creates no file."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    assert not in_use(run_dir) and list(run_dir.iterdir()) == []
+    with claim(run_dir):
+        assert in_use(run_dir)
+    assert sorted(p.name for p in run_dir.iterdir()) == [".lock", ".ranks.lock"]  # left behind, free
+    assert not in_use(run_dir)
+    with training_lock(run_dir):  # a rank of an earlier job still ending
+        assert in_use(run_dir)
+    assert not in_use(run_dir)
