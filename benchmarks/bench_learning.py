@@ -248,8 +248,9 @@ def run_rlexp(
             origin, origin_kind, origin_variant = other.name, kind_in(other.name, algo, env_id, seed), []
             run_dir, result_file, unfinished = other, args.results / f"{other.name}.json", True
         if unfinished and in_use(run_dir):
+            shared = f" ({name} would continue it)" if origin != name else ""
             raise SystemExit(
-                f"bench_learning: {run_dir.name} is training in another command now ({name} would continue it); "
+                f"bench_learning: {origin} is training in another command now{shared}; "
                 "run this again when that one ends"
             )
     if _CHILDREN.stopping:  # a stop signal came: start nothing (the queued runs stay as they are)

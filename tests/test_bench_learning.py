@@ -241,13 +241,14 @@ def test_a_kind_continues_the_unfinished_run_of_another_kind_with_the_same_setti
     while in_use(tmp_path / "out" / defaults) and time.time() < deadline:
         time.sleep(0.2)
     with claim(tmp_path / "out" / defaults):  # as if another command trained it now: one line, nothing run
-        busy = bench(tmp_path, *hopper, "--kinds", "tuned", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        out, _ = busy.communicate(timeout=300)
-    assert busy.returncode != 0 and out.strip().splitlines()[-1] == (
-        f"bench_learning: {defaults} is training in another command now ({tuned} would continue it); "
-        "run this again when that one ends"
-    ), out
-    assert "Traceback" not in out and not (tmp_path / "out" / tuned).exists()
+        for kind, shared in (("tuned", f" ({tuned} would continue it)"), ("defaults", "")):
+            busy = bench(tmp_path, *hopper, "--kinds", kind, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            out, _ = busy.communicate(timeout=300)
+            assert busy.returncode != 0 and out.strip().splitlines()[-1] == (
+                f"bench_learning: {defaults} is training in another command now{shared}; "
+                "run this again when that one ends"
+            ), out
+            assert "Traceback" not in out and not (tmp_path / "out" / tuned).exists()
 
     again = bench(tmp_path, *hopper, "--kinds", "tuned", stdout=subprocess.PIPE)
     out, _ = again.communicate(timeout=300)
