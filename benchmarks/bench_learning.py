@@ -365,7 +365,7 @@ def as_kind(result: dict[str, Any], kind: str, variant: list[str], origin: str, 
 
 def same_run(results: Path, algo: str, env_id: str, seed: int, settings: dict[str, Any]) -> Path | None:
     """A stored result of another kind of ``algo``, env and seed that trained exactly ``settings``."""
-    for path in sorted(results.glob(f"{algo}-*_{env_id.replace('/', '-')}_s{seed}.json")):
+    for path in sorted(results.glob(f"{run_name(algo, '*', env_id, seed)}.json")):
         stored = json.loads(path.read_text())
         if (
             stored.get("same_run_as") is None
@@ -378,7 +378,8 @@ def same_run(results: Path, algo: str, env_id: str, seed: int, settings: dict[st
 
 def kind_in(name: str, algo: str, env_id: str, seed: int) -> str:
     """The kind of run ``name`` (:func:`run_name` read backwards)."""
-    return name[len(algo) + 1 : -len(f"_{env_id.replace('/', '-')}_s{seed}")]
+    prefix, suffix = run_name(algo, "*", env_id, seed).split("*")
+    return name[len(prefix) : -len(suffix)]
 
 
 def unfinished_twin(out: Path, algo: str, env_id: str, seed: int, settings: dict[str, Any]) -> Path | None:
@@ -386,7 +387,7 @@ def unfinished_twin(out: Path, algo: str, env_id: str, seed: int, settings: dict
     ``--variant``) that has not finished and trains exactly ``settings``: stopped part-way in an earlier
     command (e.g. ``--kinds defaults`` before ``--kinds tuned``), so it is continued rather than trained
     a second time."""
-    for run_dir in sorted(out.glob(f"{algo}-*_{env_id.replace('/', '-')}_s{seed}")):
+    for run_dir in sorted(out.glob(run_name(algo, "*", env_id, seed))):
         if (
             kind_in(run_dir.name, algo, env_id, seed) in KINDS
             and (run_dir / "config.yaml").is_file()
