@@ -451,7 +451,7 @@ def run_sb3(algo: str, env_id: str, seed: int, steps: int, args: argparse.Namesp
     The run checkpoints into ``--out``/sb3-ALGO-zoo_ENV_sSEED every SB3_SAVE_EVERY steps and when a stop
     signal comes, and the same command continues it (SB3's own save and load: not bit for bit, the env
     starts a new episode there)."""
-    name = f"sb3-{algo}-zoo_{env_id.replace('/', '-')}_s{seed}"
+    name = run_name(f"sb3-{algo}", "zoo", env_id, seed)
     run_dir, result_file = args.out / name, args.results / f"{name}.json"
     if result_file.is_file():
         return json.loads(result_file.read_text())
