@@ -82,7 +82,8 @@ class MinAtarObservations(gym.Wrapper):
     """MinAtar's boolean (10, 10, channels) observations as uint8 0/1 images (what rlexp's image
     pipeline and the ``minatar_cnn`` encoder read), and its game's random numbers seeded from the env's
     own generator at every reset (``reset(seed=s)`` seeds that generator first), so that the generator
-    state before a reset and the actions since rebuild an episode exactly."""
+    state before a reset, the last action of the episode before (:meth:`carried_state`) and the actions
+    since rebuild an episode exactly."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
@@ -101,3 +102,11 @@ class MinAtarObservations(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs.astype(np.uint8), float(reward), terminated, truncated, info
+
+    def carried_state(self) -> dict[str, int]:
+        """What the game carries into its next episode (:func:`rlexp.envs.carried_state`): its last
+        action, which a sticky action (``sticky_action_prob``) repeats and a reset leaves as it is."""
+        return {"last_action": int(self.env.unwrapped.game.last_action)}  # type: ignore[attr-defined]
+
+    def set_carried_state(self, state: dict[str, Any]) -> None:
+        self.env.unwrapped.game.last_action = int(state["last_action"])  # type: ignore[attr-defined]

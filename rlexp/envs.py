@@ -493,6 +493,18 @@ def set_rng_state(env: gym.Env, state: dict[str, Any]) -> None:
     env.unwrapped.np_random.bit_generator.state = state
 
 
+# The method of a wrapper whose env carries state from one episode into the next besides its generator
+# (MinAtar's last action, which a sticky action repeats: rlexp.atari.MinAtarObservations), and the one
+# that sets it back: RecordedEpisode records it at each reset and restores it before a replay.
+CARRIED = "carried_state"
+SET_CARRIED = "set_carried_state"
+
+
+def carried_state(env: gym.Env) -> dict[str, Any] | None:
+    """What ``env`` carries into its next episode besides its generator (None: nothing)."""
+    return env.get_wrapper_attr(CARRIED)() if env.has_wrapper_attr(CARRIED) else None
+
+
 # The info key of a step that ends an episode (terminated) while the game goes on: a lost life under
 # rlexp.atari.EpisodicLife. The next reset() then continues the game instead of restarting it.
 CONTINUES = "episode_continues"
@@ -505,8 +517,8 @@ class RecordedEpisode(gym.Wrapper):
     gymnasium has no portable way to save an env's internal state (MuJoCo's physics, a time limit's
     counter, a wrapper's buffers). But a seeded env is deterministic: the same generator state at
     ``reset()`` and the same actions give the same episode. So this records the generator state
-    before the episode's reset (or the seed it was reset with) and every action since, and
-    :meth:`replay` repeats them (at most one episode, e.g. 1000 steps, about 0.1 s). It lives inside
+    before the episode's reset (or the seed it was reset with), what the env carries over from its
+    last episode (:func:`carried_state`), and every action since, and :meth:`replay` repeats them (at most one episode, e.g. 1000 steps, about 0.1 s). It lives inside
     the env, so in an async vector env it records in the env's own process and only
     :meth:`episode_state` and :meth:`replay` cross the pipe (:class:`VectorEpisodes`).
 
@@ -532,6 +544,9 @@ class RecordedEpisode(gym.Wrapper):
             self.soft_resets.append(len(self.actions))
             return self.env.reset(options=options)
         self.start = {"seed": seed} if seed is not None else {"rng": rng_state(self.env)}
+        carried = carried_state(self.env)
+        if carried is not None:
+            self.start["carried"] = carried
         self.actions, self.soft_resets, self.ret, self.continues = [], [], 0.0, False
         return self.env.reset(seed=seed, options=options)
 
@@ -566,6 +581,8 @@ class RecordedEpisode(gym.Wrapper):
         assert state is not None, "replay() without a replay_state"
         start = state["start"]
         self.continues = False
+        if "carried" in start:  # absent from checkpoints written before it was recorded
+            self.env.get_wrapper_attr(SET_CARRIED)(start["carried"])
         if "seed" in start:
             obs = self.reset(seed=int(start["seed"]))[0]
         else:
