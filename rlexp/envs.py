@@ -518,9 +518,10 @@ class RecordedEpisode(gym.Wrapper):
     counter, a wrapper's buffers). But a seeded env is deterministic: the same generator state at
     ``reset()`` and the same actions give the same episode. So this records the generator state
     before the episode's reset (or the seed it was reset with), what the env carries over from its
-    last episode (:func:`carried_state`), and every action since, and :meth:`replay` repeats them (at most one episode, e.g. 1000 steps, about 0.1 s). It lives inside
-    the env, so in an async vector env it records in the env's own process and only
-    :meth:`episode_state` and :meth:`replay` cross the pipe (:class:`VectorEpisodes`).
+    last episode (:func:`carried_state`), and every action since, and :meth:`replay` repeats them (at
+    most one episode, e.g. 1000 steps, about 0.1 s). It lives inside the env, so in an async vector env
+    it records in the env's own process and only :meth:`episode_state` and :meth:`replay` cross the
+    pipe (:class:`VectorEpisodes`).
 
     A game whose episodes end at each lost life (a step whose info has :data:`CONTINUES`, as
     :class:`rlexp.atari.EpisodicLife` gives) is one recording from the game's reset: the resets that
