@@ -11,6 +11,10 @@ median (min-max) over the seeds:
   ``episodes.csv`` (``logger.episodes=true``);
 - **SPS**: env steps per second of the whole run (progress.txt's TotalEnvInteracts / Time; a resumed
   run's Time leaves out the time it was stopped);
+- **act6** (MinAtar only): the mean return of 100 episodes of the final policy exploring as MinAtar's own
+  DQN did (epsilon 0.1 over all 6 of MinAtar's actions, where the -v1 ids trained on have the minimal
+  set; :func:`minatar_acting`), a second summary line against MinAtar's curve; a result stored before
+  act6 existed gets it when the command runs again and the run's checkpoint is still there;
 
 beside SB3-zoo's, CleanRL's and Spinning Up's published returns (benchmarks/common.py). The last lines
 are one summary per algorithm, kind and env ending in the ratio to the first published number there is
@@ -81,6 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from common import (
+    ALSO_AGAINST,
     DQN_ENVS,
     MUJOCO_ENVS,
     NOVEL_ENVS,
@@ -99,6 +104,9 @@ ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn")
 OFF_POLICY = ("sac", "td3", "ddpg", "dqn")
 KINDS = ("tuned", "defaults", "zoo", "rainbow", "feedforward")  # the named kinds (--variant adds tuned-LABEL)
 EVAL_EPISODES = 10
+MINATAR_EPSILON = 0.1  # MinAtar's DQN explores with END_EPSILON 0.1 after its first 105k frames
+MINATAR_ACTIONS = 6  # MinAtar's full action set: no-op, left, up, right, down, fire (the -v0 ids)
+ACT6_EPISODES = 100  # MinAtar's curves are moving averages over 100 episodes
 TEST_EVALUATIONS = 10  # the test figure: mean AverageTestEpRet of the last this many evaluations
 OFF_POLICY_SAVE_FREQ = (
     5  # off-policy checkpoints hold the replay buffer (~170 MB at 1M steps): every 5 epochs
@@ -232,10 +240,12 @@ def run_rlexp(
     name = run_name(algo, kind, env_id, seed)
     run_dir, result_file = args.out / name, args.results / f"{name}.json"
     with _compose_lock:
-        if result_file.is_file():
-            result = json.loads(result_file.read_text())
-            check_reusable(result_file, result.get("settings"), settings)
-            return result
+        stored = json.loads(result_file.read_text()) if result_file.is_file() else None
+        if stored is not None:
+            check_reusable(result_file, stored.get("settings"), settings)
+    if stored is not None:
+        return with_act6(stored, env_id, run_dir, result_file)
+    with _compose_lock:
         twin = same_run(args.results, algo, env_id, seed, settings)
         if twin is not None:  # another kind trained these settings: the same run
             return as_kind(json.loads(twin.read_text()), kind, variant, twin.stem, name)
@@ -269,6 +279,7 @@ def run_rlexp(
         "seed": seed,
         "overrides": origin_variant,
         **run_figures(run_dir),
+        **({"act6": child_figure("--evaluate-minatar", run_dir)} if env_id.startswith("MinAtar/") else {}),
         "settings": settings,
     }
     store(result_file, result)
@@ -297,25 +308,31 @@ def store(result_file: Path, result: dict[str, Any]) -> None:
     atomic_write_text(result_file, json.dumps(result, indent=1) + "\n")
 
 
-def run_figures(run_dir: Path) -> dict[str, Any]:
-    """The figures of a finished run: test, det10, last100, SPS, steps and its training time."""
-    import pandas as pd
-
-    det = subprocess.run(
-        [sys.executable, __file__, "--evaluate", str(run_dir)],
+def child_figure(flag: str, run_dir: Path) -> float:
+    """A figure of ``run_dir`` computed in a child process (``--evaluate`` or ``--evaluate-minatar``):
+    the policy plays with one thread and this process's imports stay light."""
+    out = subprocess.run(
+        [sys.executable, __file__, flag, str(run_dir)],
         cwd=ROOT,
         env=child_env(),
         check=True,
         capture_output=True,
         text=True,
     )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def run_figures(run_dir: Path) -> dict[str, Any]:
+    """The figures of a finished run: test, det10, last100, SPS, steps and its training time."""
+    import pandas as pd
+
     progress = pd.read_table(run_dir / "progress.txt")
     episodes = pd.read_csv(run_dir / "episodes.csv")
     tests = progress["AverageTestEpRet"].dropna() if "AverageTestEpRet" in progress else pd.Series([])
     seconds = float(progress["Time"].iloc[-1])
     return {
         "test": float(tests.iloc[-TEST_EVALUATIONS:].mean()) if len(tests) else None,
-        "det10": float(det.stdout.strip().splitlines()[-1]),
+        "det10": child_figure("--evaluate", run_dir),
         "last100": float(episodes["EpRet"].iloc[-100:].mean()),
         "sps": float(progress["TotalEnvInteracts"].iloc[-1] / seconds),
         "steps": int(progress["TotalEnvInteracts"].iloc[-1]),
@@ -440,6 +457,55 @@ def evaluate(run_dir: str) -> float:
                 policy.reset()  # ... as a new episode for the policy (training resets its memory there)
         returns.append(total)
     return statistics.fmean(returns)
+
+
+def minatar_v1_actions(env: Any) -> list[int]:
+    """For each of MinAtar's 6 actions, the action of ``env`` (a MinAtar gymnasium env, -v1 ids: the
+    game's minimal action set) that does the same in its game: itself where the minimal set has it, else
+    the no-op (the actions a game leaves out have no effect in it, e.g. up, down and fire in Breakout)."""
+    action_set = [int(a) for a in env.unwrapped.action_set]
+    return [action_set.index(a) if a in action_set else action_set.index(0) for a in range(MINATAR_ACTIONS)]
+
+
+def minatar_acting(run_dir: str, epsilon: float = MINATAR_EPSILON, episodes: int = ACT6_EPISODES) -> float:
+    """act6: the mean return of ``episodes`` episodes of a MinAtar run's final policy acting as MinAtar's
+    own DQN acts in the curves it published: greedy, except that with probability ``epsilon`` an action
+    drawn uniformly from the game's full 6 actions (its examples/dqn.py plays the -v0 ids). rlexp's
+    benchmark trains on the -v1 ids, whose random actions come from the minimal set (Breakout: no-op,
+    left, right), so there a random action moves the paddle twice as often as in MinAtar's runs, and the
+    same policy's training episodes (last100) score lower than under MinAtar's exploration. Reset seeds
+    10,000 + i (apart from training's), the random actions from a generator seeded 10,000."""
+    import numpy as np
+
+    import rlexp
+
+    policy = rlexp.load(run_dir).policy(deterministic=True)
+    as_v1 = minatar_v1_actions(policy.env)
+    rng = np.random.default_rng(10_000)
+    returns = []
+    for i in range(episodes):
+        obs, _ = policy.env.reset(seed=10_000 + i)
+        done, total = False, 0.0
+        while not done:
+            explore = rng.random() < epsilon
+            action = as_v1[int(rng.integers(MINATAR_ACTIONS))] if explore else policy(obs)
+            obs, r, terminated, truncated, _ = policy.env.step(action)
+            total += float(r)
+            done = terminated or truncated
+        returns.append(total)
+    return statistics.fmean(returns)
+
+
+def with_act6(result: dict[str, Any], env_id: str, run_dir: Path, result_file: Path) -> dict[str, Any]:
+    """A stored MinAtar result with its act6 figure: a result stored before act6 existed gets it from
+    its run's final checkpoint, when that is still there, and is stored again with it (the other figures
+    as they were)."""
+    if not env_id.startswith("MinAtar/") or "act6" in result or not (run_dir / "checkpoints").is_dir():
+        return result
+    result = {**result, "act6": child_figure("--evaluate-minatar", run_dir)}
+    store(result_file, result)
+    say(f"  {result_file.stem}: act6 {result['act6']:.1f} added to {result_file}")
+    return result
 
 
 SB3_SAVE_EVERY = 100_000  # env steps between an SB3 run's checkpoints (Atari's replay: 5.3 GB each)
@@ -669,6 +735,15 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
                     f"{algo} {kind:10s} {env_id:15s} {who} {figure} {med:,.1f}  {name} {ref:,.1f}  "
                     f"{ratio(med, ref)}"
                 )
+                for also in ALSO_AGAINST.get(key, ()):  # further figures against the same number
+                    values = [r[also] for r in runs if r.get(also) is not None]
+                    if values:
+                        of = f" ({len(values)} of {len(runs)} seeds)" if len(values) < len(runs) else ""
+                        med = statistics.median(values)
+                        print(
+                            f"{algo} {kind:10s} {env_id:15s} {who} {also} {med:,.1f}{of}  {name} {ref:,.1f}  "
+                            f"{ratio(med, ref)}"
+                        )
 
 
 def main() -> None:
@@ -709,10 +784,14 @@ def main() -> None:
         "--results", type=Path, default=ROOT / "benchmarks" / "results" / "learning", help="result files"
     )
     parser.add_argument("--evaluate", help=argparse.SUPPRESS)
+    parser.add_argument("--evaluate-minatar", help=argparse.SUPPRESS)
     parser.add_argument("--sb3-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.evaluate:
         print(evaluate(args.evaluate))
+        return
+    if args.evaluate_minatar:
+        print(minatar_acting(args.evaluate_minatar))
         return
     if args.sb3_child:
         algo, env_id, seed, steps, run_dir = args.sb3_child

@@ -67,6 +67,11 @@ REFERENCES = {
     ),
 }
 
+# Figures also held against a reference, each in a summary line of its own after the protocol's figure:
+# act6 (MinAtar's DQN explored over all 6 of its actions; the -v1 ids rlexp trains on have the minimal
+# set, see bench_learning.minatar_acting).
+ALSO_AGAINST = {"minatar": ("act6",)}
+
 # DQN's benchmark envs: name -> (env preset, env.id or None). The budget of each is its tuned=dqn preset's
 # (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless --steps says otherwise.
 DQN_ENVS: dict[str, tuple[str, str | None]] = {

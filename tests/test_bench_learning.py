@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -147,6 +148,70 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
     assert summary("sac", "defaults", {("defaults", "Hopper-v4"): runs(3100, 2326, 0)}) == [
         "sac defaults Hopper-v4 rlexp det10 2,326.0 SB3-zoo 2,326.0 1.00x"
     ]
+    # MinAtar: act6 (its DQN's exploration over 6 actions) in a line of its own, over the seeds that have it
+    with_act6 = [{**r, "act6": 10.5 + d} for r, d in zip(runs(15.0, 26.0, 8.0), (-1, 0, 5), strict=True)]
+    assert summary("dqn", "tuned", {breakout: with_act6}) == [
+        "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN 10.0 0.80x",
+        "dqn tuned MinAtar/Breakout-v1 rlexp act6 10.5 MinAtar DQN 10.0 1.05x",
+    ]
+    with_act6[2].pop("act6")  # a result whose run directory is gone
+    assert summary("dqn", "tuned", {breakout: with_act6})[1] == (
+        "dqn tuned MinAtar/Breakout-v1 rlexp act6 10.0 (2 of 3 seeds) MinAtar DQN 10.0 1.00x"
+    )
+
+
+def bench_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_learning
+
+
+@pytest.mark.parametrize(
+    ("game", "expected"), [("Breakout", [0, 1, 0, 2, 0, 0]), ("SpaceInvaders", [0, 1, 0, 2, 0, 3])]
+)
+def test_each_of_minatars_six_actions_maps_to_the_v1_action_that_plays_the_same(game, expected):
+    """act6's random actions: MinAtar's 6 (the -v0 ids) as -v1 actions. Stepping a -v1 game with the
+    mapped actions gives exactly the observations and rewards of the -v0 game with the 6 actions."""
+    from rlexp.envs import make_env
+    from tests.conftest import composed
+
+    bench_learning = bench_module()
+    v0, v1 = (
+        make_env(composed("algo=dqn", "env=minatar", f"env.id=MinAtar/{game}-v{v}").env) for v in (0, 1)
+    )
+    as_v1 = bench_learning.minatar_v1_actions(v1)
+    assert as_v1 == expected
+    actions = np.random.default_rng(3).integers(0, 6, 600)
+    (o0, _), (o1, _) = v0.reset(seed=5), v1.reset(seed=5)
+    rewards = 0.0
+    for a in actions:
+        o0, r0, t0, _, _ = v0.step(int(a))
+        o1, r1, t1, _, _ = v1.step(as_v1[a])
+        assert (r0, t0) == (r1, t1) and np.array_equal(o0, o1)
+        rewards += r0
+        if t0:
+            (o0, _), (o1, _) = v0.reset(), v1.reset()
+    assert rewards > 0  # the games were played, not only reset
+
+
+def test_act6_with_no_exploration_is_the_greedy_evaluation(tmp_path):
+    """minatar_acting's episodes are det10's when epsilon is 0 (same reset seeds, same policy), and
+    exploring over the 6 actions changes them."""
+    from tests.conftest import train
+
+    bench_learning = bench_module()
+    run = tmp_path / "run"
+    train(
+        run, "algo=dqn", "env=minatar", "env.id=MinAtar/Breakout-v1", "network=minatar_cnn",
+        "algo.epochs=1", "algo.steps_per_epoch=300", "algo.start_steps=100", "algo.update_after=100",
+        "algo.num_test_episodes=0",
+    )  # fmt: skip
+    greedy = bench_learning.minatar_acting(str(run), epsilon=0.0, episodes=bench_learning.EVAL_EPISODES)
+    assert greedy == bench_learning.evaluate(str(run))
+    assert bench_learning.minatar_acting(str(run), epsilon=1.0, episodes=10) != greedy
 
 
 def test_an_sb3_run_stopped_part_way_continues_from_its_checkpoint_to_its_budget(tmp_path):
