@@ -498,9 +498,15 @@ def minatar_acting(run_dir: str, epsilon: float = MINATAR_EPSILON, episodes: int
 
 def with_act6(result: dict[str, Any], env_id: str, run_dir: Path, result_file: Path) -> dict[str, Any]:
     """A stored MinAtar result with its act6 figure: a result stored before act6 existed gets it from
-    its run's final checkpoint, when that is still there, and is stored again with it (the other figures
-    as they were)."""
-    if not env_id.startswith("MinAtar/") or "act6" in result or not (run_dir / "checkpoints").is_dir():
+    its run's final checkpoint, when that is still there (the newest checkpoint is after the result's
+    steps), and is stored again with it (the other figures as they were)."""
+    from rlexp.checkpoint import latest_checkpoint
+
+    if not env_id.startswith("MinAtar/") or "act6" in result:
+        return result
+    latest = latest_checkpoint(run_dir) if run_dir.is_dir() else None
+    per_epoch = result.get("settings", {}).get("algo", {}).get("steps_per_epoch")
+    if latest is None or per_epoch is None or latest[0] * per_epoch != result.get("steps"):
         return result
     result = {**result, "act6": child_figure("--evaluate-minatar", run_dir)}
     store(result_file, result)

@@ -213,6 +213,26 @@ def test_act6_with_no_exploration_is_the_greedy_evaluation(tmp_path):
     assert greedy == bench_learning.evaluate(str(run))
     assert bench_learning.minatar_acting(str(run), epsilon=1.0, episodes=10) != greedy
 
+    # a result stored before act6 existed gets it from its run's final checkpoint, stored again
+    stored = {"det10": greedy, "steps": 300, "settings": {"algo": {"steps_per_epoch": 300}}}
+    result_file = tmp_path / "dqn-tuned_MinAtar-Breakout-v1_s0.json"
+    result_file.write_text(json.dumps(stored))
+    filled = bench_learning.with_act6(stored, "MinAtar/Breakout-v1", run, result_file)
+    assert filled == {**stored, "act6": bench_learning.minatar_acting(str(run))}
+    assert json.loads(result_file.read_text()) == filled
+    # not where the run is gone or its checkpoint is not the result's, nor off MinAtar: stored as it was
+    result_file.write_text(json.dumps(stored))
+    for env_id, run_dir, steps in (
+        ("MinAtar/Breakout-v1", tmp_path / "gone", 300),
+        ("MinAtar/Breakout-v1", run, 600),
+        ("CartPole-v1", run, 300),
+    ):
+        assert bench_learning.with_act6({**stored, "steps": steps}, env_id, run_dir, result_file) == {
+            **stored,
+            "steps": steps,
+        }
+    assert json.loads(result_file.read_text()) == stored
+
 
 def test_an_sb3_run_stopped_part_way_continues_from_its_checkpoint_to_its_budget(tmp_path):
     """SB3's side (--sb3) continues too: SIGTERM to the benchmark mid-run saves SB3's checkpoint (model,
