@@ -44,7 +44,8 @@ presets, the same without memory (kind ``feedforward``) and sb3-contrib's Recurr
 ppo_lstm settings, each at its preset's budget (1e5 steps).
 
 DQN's envs are CartPole-v1 and LunarLander-v3 by default; ``--envs`` also takes MinAtar/Breakout-v1,
-MinAtar/SpaceInvaders-v1 (env=minatar) and ALE/Pong-v5 (env=atari), each at its tuned preset's budget
+MinAtar/SpaceInvaders-v1 (env=minatar; -v0 for all 6 actions, as MinAtar's own DQN played) and
+ALE/Pong-v5 (env=atari), each at its tuned preset's budget
 (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless ``--steps`` says otherwise; the
 reference columns are SB3-zoo's, CleanRL's and MinAtar's own DQN. ``--variant LABEL
 KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt; ``--only-variant``

@@ -41,7 +41,12 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
     "dqn": {
         "sb3-zoo": {"CartPole-v1": 500.0, "LunarLander-v3": 154.4, "ALE/Pong-v5": 20.6},
         "cleanrl": {"CartPole-v1": 488.7, "ALE/Pong-v5": 20.3},
-        "minatar": {"MinAtar/Breakout-v1": 10.0, "MinAtar/SpaceInvaders-v1": 43.0},
+        "minatar": {  # played with all 6 actions (the -v0 ids); the same numbers beside the -v1 ids
+            "MinAtar/Breakout-v1": 10.0,
+            "MinAtar/SpaceInvaders-v1": 43.0,
+            "MinAtar/Breakout-v0": 10.0,
+            "MinAtar/SpaceInvaders-v0": 43.0,
+        },
     },
     "td3": {
         "sb3-zoo": {"HalfCheetah-v4": 9656.0, "Hopper-v4": 3606.0, "Walker2d-v4": 4718.0},
@@ -79,6 +84,9 @@ DQN_ENVS: dict[str, tuple[str, str | None]] = {
     "LunarLander-v3": ("LunarLander-v3", None),
     "MinAtar/Breakout-v1": ("minatar", "MinAtar/Breakout-v1"),
     "MinAtar/SpaceInvaders-v1": ("minatar", "MinAtar/SpaceInvaders-v1"),
+    # all 6 actions, as MinAtar's own DQN played (the -v1 ids: each game's minimal set)
+    "MinAtar/Breakout-v0": ("minatar", "MinAtar/Breakout-v0"),
+    "MinAtar/SpaceInvaders-v0": ("minatar", "MinAtar/SpaceInvaders-v0"),
     "ALE/Pong-v5": ("atari", "ALE/Pong-v5"),
 }
 
