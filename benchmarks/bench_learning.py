@@ -441,16 +441,23 @@ def evaluate(run_dir: str) -> float:
     """Mean return of EVAL_EPISODES deterministic episodes of the run's final policy (reset seeds
     10,000 + i, apart from training's), normalisation frozen (the checkpoint's statistics)."""
     import rlexp
-    from rlexp.envs import CONTINUES
 
     policy = rlexp.load(run_dir).policy(deterministic=True)
+    return play(policy, EVAL_EPISODES, policy)
+
+
+def play(policy: Any, episodes: int, act: Any) -> float:
+    """Mean return of ``episodes`` episodes of ``policy.env`` (reset seeds 10,000 + i, apart from
+    training's), each step's action ``act(obs)``."""
+    from rlexp.envs import CONTINUES
+
     returns = []
-    for i in range(EVAL_EPISODES):
+    for i in range(episodes):
         obs, _ = policy.env.reset(seed=10_000 + i)
         policy.reset()  # a recurrent policy starts each episode with zero memory, as in training
         done, total = False, 0.0
         while not done:
-            obs, r, terminated, truncated, info = policy.env.step(policy(obs))
+            obs, r, terminated, truncated, info = policy.env.step(act(obs))
             total += float(r)
             done = terminated or truncated
             if terminated and info.get(CONTINUES):  # a lost life (Atari): the game goes on, ...
@@ -484,18 +491,11 @@ def minatar_acting(run_dir: str, epsilon: float = MINATAR_EPSILON, episodes: int
     policy = rlexp.load(run_dir).policy(deterministic=True)
     as_v1 = minatar_v1_actions(policy.env)
     rng = np.random.default_rng(10_000)
-    returns = []
-    for i in range(episodes):
-        obs, _ = policy.env.reset(seed=10_000 + i)
-        done, total = False, 0.0
-        while not done:
-            explore = rng.random() < epsilon
-            action = as_v1[int(rng.integers(MINATAR_ACTIONS))] if explore else policy(obs)
-            obs, r, terminated, truncated, _ = policy.env.step(action)
-            total += float(r)
-            done = terminated or truncated
-        returns.append(total)
-    return statistics.fmean(returns)
+
+    def act(obs: Any) -> Any:
+        return as_v1[int(rng.integers(MINATAR_ACTIONS))] if rng.random() < epsilon else policy(obs)
+
+    return play(policy, episodes, act)
 
 
 def with_act6(result: dict[str, Any], env_id: str, run_dir: Path, result_file: Path) -> dict[str, Any]:

@@ -38,6 +38,16 @@ def bench(tmp: Path, *changes: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=ROOT, env=env, text=True, **kwargs)
 
 
+def bench_module():
+    """benchmarks/bench_learning.py as a module."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_learning
+
+
 def kill_mid_run(proc: subprocess.Popen, run_dir: Path) -> None:
     """SIGKILL the whole benchmark ``proc`` (started in its own session) once ``run_dir`` holds its third
     checkpoint: its process and the training process, mid-epoch."""
@@ -99,11 +109,7 @@ def test_a_benchmark_killed_mid_run_and_started_again_gives_the_uninterrupted_fi
 def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_with():
     """A result recorded before ``algo.utd_ratio`` existed trained with what the key's default keeps (a
     burst of update_every steps): it is reused; one whose settings differ from the preset's is not."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_learning
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench_learning = bench_module()
 
     settings = bench_learning.training_settings(["algo=sac", "env=Pendulum-v1", "seed=0"])
     old = {**settings, "algo": {k: v for k, v in settings["algo"].items() if k != "utd_ratio"}}
@@ -123,11 +129,7 @@ def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_
 def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol(capsys):
     """SB3-zoo's number against det10 (its deterministic evaluation of the final policy), MinAtar's DQN
     curve against last100 (training episodes as played): the median over the seeds, and the ratio."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_learning
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench_learning = bench_module()
 
     def runs(test: float, det10: float, last100: float) -> list[dict]:
         return [
@@ -158,15 +160,6 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
     assert summary("dqn", "tuned", {breakout: with_act6})[1] == (
         "dqn tuned MinAtar/Breakout-v1 rlexp act6 10.0 (2 of 3 seeds) MinAtar DQN 10.0 1.00x"
     )
-
-
-def bench_module():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_learning
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_learning
 
 
 @pytest.mark.parametrize(
@@ -272,11 +265,7 @@ def test_kinds_that_train_the_same_settings_share_one_run(tmp_path, monkeypatch,
     """SAC's tuned preset on Hopper-v4 is Spinning Up's settings (issue 27's choice), which the defaults
     kind trains too: the benchmark trains them once and reports that run under both kinds; the zoo kind
     trains SB3-zoo's entry. A result stored under one kind is reused for the other without training."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_learning
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench_learning = bench_module()
 
     calls = []
 
