@@ -19,7 +19,9 @@ median (min-max) over the seeds:
 beside SB3-zoo's, CleanRL's and Spinning Up's published returns (benchmarks/common.py). The last lines
 are one summary per algorithm, kind and env ending in the ratio to the first published number there is
 (SB3-zoo's where it has one), of the median figure that follows that reference's protocol: det10 for
-SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL.
+SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL. MinAtar's envs
+also get lines against its DQN at rlexp's step size (2.5e-4), read off its step-size sensitivity plot:
+its Breakout curve was trained with a larger one.
 
     python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults zoo ...]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
@@ -90,6 +92,7 @@ from common import (
     DQN_ENVS,
     MUJOCO_ENVS,
     NOVEL_ENVS,
+    OWN_SUMMARY,
     PUBLISHED,
     REFERENCES,
     ROOT,
@@ -719,39 +722,45 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
     print("|---|---|---:|---:|---:|---:|" + "---:|" * len(refs))
     for env_id in envs:
         ref = [published.get(key, {}).get(env_id) for key, _, _ in refs]
-        cells = " | ".join("-" if v is None else f"{v:,.0f}" for v in ref)
+        # returns with a decimal where they are small (MinAtar's 8.9, Pong's -20.5), whole numbers else
+        numbers = [v for v in ref if v is not None] + [
+            r[k]
+            for runs in (results.get((kind, env_id), []) for kind in kinds)
+            for r in runs
+            for k in ("test", "det10", "last100")
+            if r.get(k) is not None
+        ]
+        fmt = ",.1f" if numbers and max(abs(v) for v in numbers) < 100 else ",.0f"
+        cells = " | ".join("-" if v is None else f"{v:{fmt}}" for v in ref)
         for kind in kinds:
             runs = results.get((kind, env_id), [])
             tests = [r["test"] for r in runs if r.get("test") is not None]
+            figures = [spread(tests, fmt)] + [spread([r[k] for r in runs], fmt) for k in ("det10", "last100")]
             print(
-                f"| {env_id} | {kind} | {spread(tests)} | {spread([r['det10'] for r in runs])} | "
-                f"{spread([r['last100'] for r in runs])} | {spread([r['sps'] for r in runs])} | {cells} |"
+                f"| {env_id} | {kind} | {' | '.join(figures)} | {spread([r['sps'] for r in runs])} | {cells} |"
             )
     print()
     for kind in kinds:
         for env_id in envs:
             runs = results.get((kind, env_id), [])
-            key, name, figure = next(
-                ((k, h, f) for k, h, f in refs if published.get(k, {}).get(env_id)), (None, None, None)
-            )  # the first reference that has a number for this env, and the figure its protocol matches
-            ours = [r[figure] for r in runs if r.get(figure) is not None] if figure else []
-            if ours:  # (none without a reference: figure is None)
+            who = "sb3" if kind == "sb3" else "rlexp"  # the sb3 kind's runs are SB3's, not rlexp's
+            numbered = [(k, h, f) for k, h, f in refs if published.get(k, {}).get(env_id)]
+            # the first reference that has a number for this env (and those with lines of their own),
+            # each against the figure its protocol matches, then further figures against the same number
+            for key, name, figure in numbered[:1] + [r for r in numbered[1:] if r[0] in OWN_SUMMARY]:
                 ref = published[key][env_id]
-                med = statistics.median(ours)
-                who = "sb3" if kind == "sb3" else "rlexp"  # the sb3 kind's runs are SB3's, not rlexp's
-                print(
-                    f"{algo} {kind:10s} {env_id:15s} {who} {figure} {med:,.1f}  {name} {ref:,.1f}  "
-                    f"{ratio(med, ref)}"
-                )
-                for also in ALSO_AGAINST.get(key, ()):  # further figures against the same number
-                    values = [r[also] for r in runs if r.get(also) is not None]
-                    if values:
-                        of = f" ({len(values)} of {len(runs)} seeds)" if len(values) < len(runs) else ""
-                        med = statistics.median(values)
-                        print(
-                            f"{algo} {kind:10s} {env_id:15s} {who} {also} {med:,.1f}{of}  {name} {ref:,.1f}  "
-                            f"{ratio(med, ref)}"
-                        )
+                if not any(r.get(figure) is not None for r in runs):
+                    continue  # (no run of this kind and env)
+                for shown in (figure, *ALSO_AGAINST.get(key, ())):
+                    values = [r[shown] for r in runs if r.get(shown) is not None]
+                    if not values:
+                        continue
+                    of = f" ({len(values)} of {len(runs)} seeds)" if len(values) < len(runs) else ""
+                    med = statistics.median(values)
+                    print(
+                        f"{algo} {kind:10s} {env_id:15s} {who} {shown} {med:,.1f}{of}  {name} {ref:,.1f}  "
+                        f"{ratio(med, ref)}"
+                    )
 
 
 def main() -> None:

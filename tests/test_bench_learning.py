@@ -128,7 +128,8 @@ def test_a_result_from_before_a_key_was_added_is_reused_at_the_value_it_trained_
 
 def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol(capsys):
     """SB3-zoo's number against det10 (its deterministic evaluation of the final policy), MinAtar's DQN
-    curve against last100 (training episodes as played): the median over the seeds, and the ratio."""
+    curve against last100 (training episodes as played): the median over the seeds, and the ratio; a
+    line per env against the first reference with a number, and MinAtar's DQN at rlexp's step size."""
     bench_learning = bench_module()
 
     def runs(test: float, det10: float, last100: float) -> list[dict]:
@@ -136,16 +137,33 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
             {"test": test + d, "det10": det10 + d, "last100": last100 + d, "sps": 1.0} for d in (-1, 0, 5)
         ]
 
+    namespace = argparse.Namespace(steps=None, seeds=[0, 1, 2])
+
     def summary(algo: str, kind: str, results: dict) -> list[str]:
         envs = [env for _, env in results]
-        bench_learning.report(algo, [kind], envs, results, argparse.Namespace(steps=None, seeds=[0, 1, 2]))
+        bench_learning.report(algo, [kind], envs, results, namespace)
         out = capsys.readouterr().out.splitlines()
         return [" ".join(line.split()) for line in out if line.startswith(f"{algo} ")]
 
     breakout, pong = ("tuned", "MinAtar/Breakout-v1"), ("tuned", "ALE/Pong-v5")
     assert summary("dqn", "tuned", {breakout: runs(15.0, 26.0, 8.0), pong: runs(0, -5, -8)}) == [
         "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN 10.0 0.80x",
+        # MinAtar's DQN also at rlexp's step size (its sensitivity plot), a line of its own
+        "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN lr 2^-12 8.9 0.90x",
         "dqn tuned ALE/Pong-v5 rlexp det10 -5.0 SB3-zoo 20.6 -",  # no ratio across 0
+    ]
+    bench_learning.report("dqn", ["tuned"], [breakout[1]], {breakout: runs(15.0, 26.0, 8.0)}, namespace)
+    table = [
+        " ".join(line.split()) for line in capsys.readouterr().out.splitlines() if line.startswith("| M")
+    ]
+    # small returns keep a decimal (MinAtar's references too)
+    assert table == [
+        "| MinAtar/Breakout-v1 | tuned | 15.0 (14.0-20.0) | 26.0 (25.0-31.0) | 8.0 (7.0-13.0) | 1 (1-1) | - | - "
+        "| 10.0 | 8.9 |"
+    ]
+    # CartPole has SB3-zoo's and CleanRL's numbers: a line against the first only
+    assert summary("dqn", "tuned", {("tuned", "CartPole-v1"): runs(480, 500, 240)}) == [
+        "dqn tuned CartPole-v1 rlexp det10 500.0 SB3-zoo 500.0 1.00x"
     ]
     assert summary("sac", "defaults", {("defaults", "Hopper-v4"): runs(3100, 2326, 0)}) == [
         "sac defaults Hopper-v4 rlexp det10 2,326.0 SB3-zoo 2,326.0 1.00x"
@@ -155,6 +173,8 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
     assert summary("dqn", "tuned", {breakout: with_act6}) == [
         "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN 10.0 0.80x",
         "dqn tuned MinAtar/Breakout-v1 rlexp act6 10.5 MinAtar DQN 10.0 1.05x",
+        "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN lr 2^-12 8.9 0.90x",
+        "dqn tuned MinAtar/Breakout-v1 rlexp act6 10.5 MinAtar DQN lr 2^-12 8.9 1.18x",
     ]
     with_act6[2].pop("act6")  # a result whose run directory is gone
     assert summary("dqn", "tuned", {breakout: with_act6})[1] == (
