@@ -722,18 +722,18 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
     print("|---|---|---:|---:|---:|---:|" + "---:|" * len(refs))
     for env_id in envs:
         ref = [published.get(key, {}).get(env_id) for key, _, _ in refs]
+        runs_of = {kind: results.get((kind, env_id), []) for kind in kinds}
         # returns with a decimal where they are small (MinAtar's 8.9, Pong's -20.5), whole numbers else
-        numbers = [v for v in ref if v is not None] + [
+        returns = [v for v in ref if v is not None] + [
             r[k]
-            for runs in (results.get((kind, env_id), []) for kind in kinds)
+            for runs in runs_of.values()
             for r in runs
             for k in ("test", "det10", "last100")
             if r.get(k) is not None
         ]
-        fmt = ",.1f" if numbers and max(abs(v) for v in numbers) < 100 else ",.0f"
+        fmt = ",.1f" if returns and max(abs(v) for v in returns) < 100 else ",.0f"
         cells = " | ".join("-" if v is None else f"{v:{fmt}}" for v in ref)
-        for kind in kinds:
-            runs = results.get((kind, env_id), [])
+        for kind, runs in runs_of.items():
             tests = [r["test"] for r in runs if r.get("test") is not None]
             figures = [spread(tests, fmt)] + [spread([r[k] for r in runs], fmt) for k in ("det10", "last100")]
             print(
@@ -747,7 +747,7 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
             numbered = [(k, h, f) for k, h, f in refs if published.get(k, {}).get(env_id)]
             # the first reference that has a number for this env (and those with lines of their own),
             # each against the figure its protocol matches, then further figures against the same number
-            for key, name, figure in numbered[:1] + [r for r in numbered[1:] if r[0] in OWN_SUMMARY]:
+            for key, name, figure in numbered[:1] + [e for e in numbered[1:] if e[0] in OWN_SUMMARY]:
                 ref = published[key][env_id]
                 if not any(r.get(figure) is not None for r in runs):
                     continue  # (no run of this kind and env)
