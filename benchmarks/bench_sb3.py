@@ -169,8 +169,9 @@ def rlexp_sps(
 # --- Stable-Baselines3 (runs in a child process) ---------------------------------------------------
 
 
-def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
-    """SB3's steady-state env steps per second, timed by a callback over the same window."""
+def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu") -> float:
+    """SB3's steady-state env steps per second, timed by a callback over the same window (``device``:
+    torch's device of SB3's networks; benchmarks/bench_device.py times both libraries on a GPU)."""
     import gymnasium as gym
     import numpy as np
     import torch
@@ -204,7 +205,7 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
         total = stop + 1
         model: Any = DQN(
             policy, env, learning_starts=LEARNING_STARTS, exploration_fraction=min(1.0, explore / total),
-            seed=0, device="cpu", **hp,
+            seed=0, device=device, **hp,
         )  # fmt: skip
     elif algo == "ppo-zoo":  # SB3-zoo's HalfCheetah preset, as bench_learning.py's --sb3 runs it
         from stable_baselines3.common.env_util import make_vec_env
@@ -215,7 +216,7 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
         kwargs["activation_fn"] = torch.nn.ReLU if kwargs.pop("activation") == "relu" else torch.nn.Tanh
         kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
         venv = VecNormalize(make_vec_env(ENV, n_envs=1, seed=0), gamma=hp["gamma"])
-        model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=0, device="cpu", **hp)
+        model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=0, device=device, **hp)
         start, stop = ZOO_STEPS, ZOO_STEPS * (1 + max(2, window // ZOO_STEPS))
     elif algo == "ppo":
         start, stop = PPO_STEPS, PPO_STEPS * (1 + max(2, window // PPO_STEPS))
@@ -231,7 +232,7 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
             target_kl=None,
             policy_kwargs={"net_arch": [64, 64], "activation_fn": torch.nn.Tanh},
             seed=0,
-            device="cpu",
+            device=device,
         )
     else:
         start, stop = warmup, warmup + window
@@ -250,7 +251,7 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int) -> float:
             learning_rate=3e-4 if algo == "sac-zoo" else 1e-3,
             policy_kwargs={"net_arch": [400, 300] if algo == "td3-zoo" else [256, 256]},
             seed=0,
-            device="cpu",
+            device=device,
         )
         if algo.startswith("td3"):
             noise = NormalActionNoise(np.zeros(act_dim), 0.1 * np.ones(act_dim))
