@@ -217,6 +217,49 @@ def test_cnn_updates_and_acting_on_the_gpu_equal_the_cpus(algo, exact_convolutio
     assert_same_params(cpu, gpu, rtol=1e-3, atol=1e-4)
 
 
+def nature_cnn_twins(device: str, steps: int) -> list[torch.Tensor]:
+    """Two DQN learners of the Nature CNN on Atari's shapes (4 x 84 x 84 frames, batch 32) built from one
+    seed on ``device``, ``steps`` gradient steps on the same batches: each one's parameters."""
+    cfg = composed("algo=dqn", "tuned=dqn", "env=atari", "network=nature_cnn", f"backend.device={device}")
+    obs_space, batches = spaces.Box(0, 255, (4, 84, 84), np.uint8), []
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        frames = rng.integers(0, 256, (2, 32, 4, 84, 84), dtype=np.uint8)
+        batches.append({
+            "obs": frames[0], "obs2": frames[1], "act": rng.integers(0, 6, 32),
+            "rew": rng.normal(size=32).astype(np.float32), "done": (rng.uniform(size=32) < 0.1).astype(np.float32),
+            "discount": np.full(32, 0.99, np.float32),
+        })  # fmt: skip
+    params = []
+    for _ in range(2):
+        lrn = ALGOS["dqn"].learner_class("torch")(obs_space, spaces.Discrete(6), cfg, RankSeeds(0))
+        for batch in batches:
+            lrn.update(dict(batch))
+        params.append(lrn.q_flat.detach().cpu())
+    return params
+
+
+@needs_gpu
+def test_cnn_updates_on_the_gpu_give_the_same_numbers_every_time():
+    """cuDNN's default convolution algorithms sum in any order (atomics): two learners from one seed
+    drifted apart within a gradient step on Atari's shapes. rlexp asks for deterministic ones."""
+    first, second = nature_cnn_twins("cuda", 20)
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    assert torch.equal(first, second), (first - second).abs().max()
+
+
+@needs_gpu
+@pytest.mark.parametrize("algo", ["dqn", "sac"])
+def test_a_cnn_run_on_the_gpu_resumes_exactly(tmp_path, algo):
+    """The CLI's whole run with a CNN on cuda: stopped after one epoch and continued, it ends bit for bit
+    as the uninterrupted run (the replay's uint8 images and cuDNN's convolutions included)."""
+    env = test_images.PIXELS if algo == "dqn" else test_images.CONTINUOUS
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    train(whole, f"algo={algo}", *env, *test_images.OFF_POLICY, "backend.device=cuda", "algo.epochs=3",
+          "algo.save_freq=1")  # fmt: skip
+    assert_resumes_exactly(whole, part, 1, "allow_env_import=true")  # tests.envs is not installed
+
+
 NO_PI_ITERS = tuple(arg for arg in ON_POLICY if not arg.startswith("algo.train_pi_iters"))  # PPO's key
 TINY = {
     "vpg": ("algo=vpg", *NO_PI_ITERS),

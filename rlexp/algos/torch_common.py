@@ -138,14 +138,23 @@ def flatten_(params: list[torch.nn.Parameter], grads: bool = True) -> torch.Tens
 
 
 def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
-    """Set torch's thread count and return the device named by ``cfg.device``."""
+    """Set torch's thread count and return the device named by ``cfg.device``.
+
+    On a GPU, cuDNN computes convolutions only with algorithms that give the same numbers every time:
+    its default choices include backward passes that sum with atomics in any order, so the same run
+    (or the same run resumed) drifted apart on a GPU within one gradient step of the Nature CNN. With
+    deterministic algorithms a GPU run of a CNN resumes exactly, as the CPU's always did.
+    """
     n = cfg.threads_per_rank(procs)
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     torch.distributions.Distribution.set_default_validate_args(
         False
     )  # argument checks: slow, and ours are valid
-    return torch_device(cfg.device)
+    device = torch_device(cfg.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    return device
 
 
 def torch_device(name: str) -> torch.device:
