@@ -5,9 +5,9 @@ Everywhere (CI included): a run that a GPU trained is watched, evaluated and con
 
 Where torch sees a CUDA GPU (skipped elsewhere; docs/benchmarks.md, "On a GPU", says where they
 ran): every torch learner computes on the GPU what it computes on the CPU (from the same weights,
-on the same batch and pre-drawn noise, to float32 tolerance), every algorithm trains through the
-CLI, a run resumes exactly on the GPU, two ranks share one GPU, and a run moves between the GPU and
-the CPU at a resume.
+on the same batch and pre-drawn noise, to float32 tolerance), a CNN's updates give the same numbers
+every time, every algorithm (and a CNN) trains through the CLI, a run resumes exactly on the GPU,
+two ranks share one GPU, and a run moves between the GPU and the CPU at a resume.
 """
 
 from __future__ import annotations
