@@ -106,7 +106,7 @@ def sync(learner: Any, model: Any) -> None:
             offset += p.numel()
 
 
-def check_update(env_id: str, steps: int) -> bool:
+def check_update(env_id: str, cfg: Any, obs_space: Any, act_space: Any, model: Any, steps: int) -> bool:
     """``steps`` gradient steps of both, each from the same state (SB3's synced to rlexp's before it, so
     float32 rounding does not compound: Adam's first steps move a weight by ~lr whatever the size of
     its gradient, so two runs apart by rounding drift apart step by step)."""
@@ -117,15 +117,13 @@ def check_update(env_id: str, steps: int) -> bool:
     from rlexp.algos import ALGOS
     from rlexp.seeding import RankSeeds
 
-    cfg, obs_space, act_space = preset(env_id)
     learner = ALGOS["dqn"].learner_class("torch")(obs_space, act_space, cfg, RankSeeds(0))
-    model = sb3_model(env_id, obs_space, act_space)
     ours, theirs = list(learner.q.parameters()), list(model.policy.q_net.parameters())
     if [p.shape for p in ours] != [p.shape for p in theirs]:
         print(f"dqn {env_id:15s} update  networks differ: rlexp {[tuple(p.shape) for p in ours]}  "
               f"sb3 {[tuple(p.shape) for p in theirs]}")  # fmt: skip
         return False
-    with torch.no_grad():  # the same target network, never updated here (both update it between steps)
+    with torch.no_grad():  # the same target network (neither library updates it inside a gradient step)
         for p, q in zip(model.policy.q_net_target.parameters(), ours, strict=True):
             p.copy_(q)
     learner.update_target()
@@ -167,12 +165,10 @@ def check_update(env_id: str, steps: int) -> bool:
     return same
 
 
-def check_epsilon(env_id: str) -> None:
+def check_epsilon(env_id: str, cfg: Any, model: Any) -> None:
     import numpy as np
 
-    cfg, obs_space, act_space = preset(env_id)
     budget = int(cfg.algo.epochs) * int(cfg.algo.steps_per_epoch)
-    model = sb3_model(env_id, obs_space, act_space)
     # SB3 sets its rate after each env step from 1 - num_timesteps / total; rlexp from the steps taken
     t = np.arange(budget + 1)
     sb3 = np.array([model.exploration_schedule(1.0 - s / budget) for s in t])
@@ -220,6 +216,8 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(ZOO_DQN), choices=list(ZOO_DQN))
     parser.add_argument("--steps", type=int, default=10, help="gradient steps of the update check")
     args = parser.parse_args()
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: give at least 1 gradient step")
     ensure_sb3()
     import stable_baselines3
     import torch
@@ -228,8 +226,10 @@ def main() -> None:
     print(f"rlexp vs stable-baselines3 {stable_baselines3.__version__} (benchmarks pin {SB3_VERSION})")
     same = True
     for env_id in args.envs:
-        same &= check_update(env_id, args.steps)
-        check_epsilon(env_id)
+        cfg, obs_space, act_space = preset(env_id)
+        model = sb3_model(env_id, obs_space, act_space)
+        same &= check_update(env_id, cfg, obs_space, act_space, model, args.steps)
+        check_epsilon(env_id, cfg, model)
         if env_id.startswith("ALE/"):
             check_frames(env_id)
     sys.exit(0 if same else 1)
