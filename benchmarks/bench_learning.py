@@ -21,11 +21,14 @@ are one summary per algorithm, kind and env ending in the ratio to the first pub
 (SB3-zoo's where it has one), of the median figure that follows that reference's protocol: det10 for
 SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL. MinAtar's envs
 also get lines against its DQN at rlexp's step size (2.5e-4), read off its step-size sensitivity plot:
-its Breakout curve was trained with a larger one.
+its Breakout curve was trained with a larger one. Atari returns in summary lines carry their
+human-normalised scores (HNS, :data:`common.ATARI_RANDOM_HUMAN`), and their ratios are of those (a ratio
+of Pong's negative returns would mean nothing). With ``--sb3`` a last line per rlexp kind and env holds
+rlexp's median det10 against SB3's, measured in the same benchmark.
 
     python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults zoo ...]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
-        [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...]
+        [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...] [--stored]
         [--out outputs/bench_learning] [--results benchmarks/results/learning]
 
 Kinds: ``tuned`` is ``algo=ALGO tuned=ALGO`` (rlexp's tuned presets), ``defaults`` is ``algo=ALGO``
@@ -53,6 +56,8 @@ reference columns are SB3-zoo's, CleanRL's and MinAtar's own DQN. ``--variant LA
 KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt; ``--only-variant``
 trains just that). ``--set`` adds overrides to every run (e.g. a tiny budget for a test).
 ``--only-sb3`` trains only the ``--sb3`` runs (e.g. beside an rlexp benchmark of the same envs).
+``--stored`` trains nothing: it reports the stored results of the command's runs and leaves out those
+that have none (the tables of a benchmark whose last runs are still training).
 
 Order: seed by seed (every algorithm, env and kind of seed 0 before any of seed 1), so that a benchmark
 stopped part-way has compared everything on its first seeds.
@@ -89,6 +94,7 @@ from typing import Any
 
 from common import (
     ALSO_AGAINST,
+    ATARI_RANDOM_HUMAN,
     DQN_ENVS,
     MUJOCO_ENVS,
     NOVEL_ENVS,
@@ -236,9 +242,9 @@ def run_rlexp(
     variant: list[str],
     overrides: list[str],
     settings: dict[str, Any],
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Train, continue or reuse one rlexp run (``overrides``: its command line, ``settings``: their
-    :func:`training_settings`); return its figures."""
+    :func:`training_settings`); return its figures (None with ``--stored`` when it has none)."""
     from rlexp.rundir import in_use
 
     name = run_name(algo, kind, env_id, seed)
@@ -253,6 +259,9 @@ def run_rlexp(
         twin = same_run(args.results, algo, env_id, seed, settings)
         if twin is not None:  # another kind trained these settings: the same run
             return as_kind(json.loads(twin.read_text()), kind, variant, twin.stem, name)
+        if args.stored:
+            say(f"  {name}: no stored result, left out (--stored)")
+            return None
         unfinished = (run_dir / "config.yaml").is_file()
         if unfinished:  # continue it if it trains what it should
             check_reusable(run_dir, recorded_settings(run_dir), settings)
@@ -523,8 +532,9 @@ SB3_SAVE_EVERY = 100_000  # env steps between an SB3 run's checkpoints (Atari's 
 SB3_STOPPED = 3  # the exit status of an SB3 run that a stop signal ended after saving its checkpoint
 
 
-def run_sb3(algo: str, env_id: str, seed: int, steps: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Train, continue or reuse SB3's ``algo`` with the zoo preset of ``env_id``; return its figures.
+def run_sb3(algo: str, env_id: str, seed: int, steps: int, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Train, continue or reuse SB3's ``algo`` with the zoo preset of ``env_id``; return its figures (None
+    with ``--stored`` when it has none).
     The run checkpoints into ``--out``/sb3-ALGO-zoo_ENV_sSEED every SB3_SAVE_EVERY steps and when a stop
     signal comes, and the same command continues it (SB3's own save and load: not bit for bit, the env
     starts a new episode there)."""
@@ -532,6 +542,9 @@ def run_sb3(algo: str, env_id: str, seed: int, steps: int, args: argparse.Namesp
     run_dir, result_file = args.out / name, args.results / f"{name}.json"
     if result_file.is_file():
         return json.loads(result_file.read_text())
+    if args.stored:
+        say(f"  {name}: no stored result, left out (--stored)")
+        return None
     if _CHILDREN.stopping:
         raise SystemExit("bench_learning: stopped; run the same command again to continue")
     say(f"  {name}: {'continuing' if sb3_checkpoint(run_dir) else 'training'}")
@@ -699,10 +712,34 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> N
         shutil.rmtree(run_dir / name, ignore_errors=True)
 
 
-def ratio(ours: float, ref: float) -> str:
+def hns(env_id: str, value: float) -> float | None:
+    """The human-normalised score of an Atari return, (return - random) / (human - random); None
+    elsewhere."""
+    if env_id not in ATARI_RANDOM_HUMAN:
+        return None
+    random, human = ATARI_RANDOM_HUMAN[env_id]
+    return (value - random) / (human - random)
+
+
+def shown(env_id: str, value: float, seeds: str = "") -> str:
+    """A return in a summary line, on Atari with its human-normalised score; ``seeds`` a note on the
+    number of seeds behind it."""
+    notes = ([] if (h := hns(env_id, value)) is None else [f"HNS {h:.2f}"]) + ([seeds] if seeds else [])
+    return f"{value:,.1f}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def plural(n: int, noun: str) -> str:
+    """``n noun`` or ``n nouns``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def ratio(ours: float, ref: float, env_id: str = "") -> str:
     """How ours compares with a reference return, > 1 when ours is higher: ours / ref for positive
-    returns, ref / ours when both are negative (Pendulum: -180 against -218 is 1.21x); else - (Pong: -5
-    against 20.6 is no ratio)."""
+    returns, ref / ours when both are negative (Pendulum: -180 against -218 is 1.21x); else - (-5
+    against 20.6 is no ratio). On Atari the ratio is of the human-normalised scores (Pong's -5 against
+    20.6 is 0.44 against 1.17: 0.38x)."""
+    if env_id in ATARI_RANDOM_HUMAN:
+        ours, ref = hns(env_id, ours), hns(env_id, ref)
     if ref > 0 and ours >= 0:
         return f"{ours / ref:.2f}x"
     if ref < 0 and ours < 0:
@@ -711,7 +748,9 @@ def ratio(ours: float, ref: float) -> str:
 
 
 def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: argparse.Namespace) -> None:
-    """The table (median (min-max) over seeds) and one summary line per kind and env."""
+    """The table (median (min-max) over seeds) and one summary line per kind and env against the
+    published numbers; with SB3's runs (kind ``sb3``) one more per rlexp kind and env against them, on
+    det10 (the figure both have)."""
     published = PUBLISHED.get(algo, {})
     refs = REFERENCES.get(algo, REFERENCES["default"])
     budget = f"{args.steps:,} steps" if args.steps else "each preset's budget"
@@ -751,16 +790,32 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
                 ref = published[key][env_id]
                 if not any(r.get(figure) is not None for r in runs):
                     continue  # (no run of this kind and env)
-                for shown in (figure, *ALSO_AGAINST.get(key, ())):
-                    values = [r[shown] for r in runs if r.get(shown) is not None]
+                for figure_of in (figure, *ALSO_AGAINST.get(key, ())):
+                    values = [r[figure_of] for r in runs if r.get(figure_of) is not None]
                     if not values:
                         continue
-                    of = f" ({len(values)} of {len(runs)} seeds)" if len(values) < len(runs) else ""
+                    of = f"{len(values)} of {len(runs)} seeds" if len(values) < len(runs) else ""
                     med = statistics.median(values)
                     print(
-                        f"{algo} {kind:10s} {env_id:15s} {who} {shown} {med:,.1f}{of}  {name} {ref:,.1f}  "
-                        f"{ratio(med, ref)}"
+                        f"{algo} {kind:10s} {env_id:15s} {who} {figure_of} {shown(env_id, med, of)}  "
+                        f"{name} {shown(env_id, ref)}  {ratio(med, ref, env_id)}"
                     )
+    for kind in [k for k in kinds if k != "sb3"]:  # against SB3 at the same envs, budget and protocol
+        for env_id in envs:
+            ours = [r["det10"] for r in results.get((kind, env_id), [])]
+            theirs = [r["det10"] for r in results.get(("sb3", env_id), [])]
+            if not ours or not theirs:
+                continue
+            seeds = (
+                ("", "")
+                if len(ours) == len(theirs)
+                else tuple(plural(len(v), "seed") for v in (ours, theirs))
+            )
+            a, b = statistics.median(ours), statistics.median(theirs)
+            print(
+                f"{algo} {kind:10s} {env_id:15s} rlexp det10 {shown(env_id, a, seeds[0])}  "
+                f"sb3 det10 {shown(env_id, b, seeds[1])}  {ratio(a, b, env_id)}"
+            )
 
 
 def main() -> None:
@@ -793,6 +848,11 @@ def main() -> None:
     )
     parser.add_argument("--only-variant", action="store_true", help="train the --variant runs only")
     parser.add_argument("--only-sb3", action="store_true", help="train the --sb3 runs only")
+    parser.add_argument(
+        "--stored",
+        action="store_true",
+        help="train nothing: report the stored results (runs without one left out)",
+    )
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="overrides of every run")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "outputs" / "bench_learning", help="run directories"
@@ -871,13 +931,14 @@ def main() -> None:
             + (f"  (the run of {r['same_run_as']})" if r.get("same_run_as") else "")
         )
 
-    def one(task: tuple[str, str, str, int]) -> dict[str, Any]:
+    def one(task: tuple[str, str, str, int]) -> dict[str, Any] | None:
         try:
             r = run_rlexp(*task, args, extra_of[task], overrides_of[task], settings_of[task])
         except BaseException:
             _CHILDREN.stopping = True  # start no other run
             raise
-        line(task, r)
+        if r is not None:
+            line(task, r)
         return r
 
     results: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {algo: {} for algo in args.algo}
@@ -886,6 +947,8 @@ def main() -> None:
     for task in tasks:
         twin = first[key_of[task]]
         r = done[twin]
+        if r is None:  # (--stored: no result)
+            continue
         if twin != task:  # the run of another kind with the same settings (trained as its origin)
             origin = r.get("same_run_as") or run_name(*twin)
             r = as_kind(r, task[1], extra_of[task], origin, run_name(*task))
@@ -896,7 +959,8 @@ def main() -> None:
         for env_id in args.envs:
             for seed in args.seeds:
                 steps = args.steps or budget(algo, env_id)
-                results[algo].setdefault(("sb3", env_id), []).append(run_sb3(algo, env_id, seed, steps, args))
+                if (r := run_sb3(algo, env_id, seed, steps, args)) is not None:
+                    results[algo].setdefault(("sb3", env_id), []).append(r)
         kinds_of[algo].append("sb3")
     for algo in args.algo:
         report(algo, kinds_of[algo], args.envs, results[algo], args)

@@ -93,6 +93,11 @@ ALSO_AGAINST = {"minatar": ("act6",), "minatar-lr": ("act6",)}
 # its curves.
 OWN_SUMMARY = {"minatar-lr"}
 
+# Atari games' random and human scores (Mnih et al. 2015, Extended Data Table 2): a summary line holds an
+# Atari return as its human-normalised score, (return - random) / (human - random), whose ratios mean
+# something where the raw returns are negative (Pong: -21 to 21).
+ATARI_RANDOM_HUMAN = {"ALE/Pong-v5": (-20.7, 14.6)}
+
 # DQN's benchmark envs: name -> (env preset, env.id or None). The budget of each is its tuned=dqn preset's
 # (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless --steps says otherwise.
 DQN_ENVS: dict[str, tuple[str, str | None]] = {

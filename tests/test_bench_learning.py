@@ -150,7 +150,8 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
         "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN 10.0 0.80x",
         # MinAtar's DQN also at rlexp's step size (its sensitivity plot), a line of its own
         "dqn tuned MinAtar/Breakout-v1 rlexp last100 8.0 MinAtar DQN lr 2^-12 8.9 0.90x",
-        "dqn tuned ALE/Pong-v5 rlexp det10 -5.0 SB3-zoo 20.6 -",  # no ratio across 0
+        # Atari: human-normalised scores (Pong's random -20.7, human 14.6) and their ratio
+        "dqn tuned ALE/Pong-v5 rlexp det10 -5.0 (HNS 0.44) SB3-zoo 20.6 (HNS 1.17) 0.38x",
     ]
     bench_learning.report("dqn", ["tuned"], [breakout[1]], {breakout: runs(15.0, 26.0, 8.0)}, namespace)
     table = [
@@ -180,6 +181,65 @@ def test_each_summary_line_holds_the_figure_that_follows_its_references_protocol
     assert summary("dqn", "tuned", {breakout: with_act6})[1] == (
         "dqn tuned MinAtar/Breakout-v1 rlexp act6 10.0 (2 of 3 seeds) MinAtar DQN 10.0 1.00x"
     )
+
+
+def test_with_sb3_a_last_line_holds_rlexp_against_sb3_measured_in_the_same_benchmark(capsys):
+    """--sb3: one more line per rlexp kind and env, the medians of det10 (the figure both sides have)
+    and their ratio; on Atari of the human-normalised scores; the seed counts where the sides differ."""
+    bench_learning = bench_module()
+
+    def runs(*det10: float) -> list[dict]:
+        return [{"test": None, "det10": d, "last100": d - 1, "sps": 1.0} for d in det10]
+
+    results = {
+        ("tuned", "CartPole-v1"): runs(500, 480, 450),
+        ("sb3", "CartPole-v1"): runs(200, 400, 300),
+        ("tuned", "ALE/Pong-v5"): runs(-10.4, -2.4, 0.6),
+        ("sb3", "ALE/Pong-v5"): runs(8.9, -21.0),
+        ("tuned", "LunarLander-v3"): runs(250),  # no SB3 run of this env: no line against SB3
+    }
+    envs = ["CartPole-v1", "ALE/Pong-v5", "LunarLander-v3"]
+    bench_learning.report("dqn", ["tuned", "sb3"], envs, results, argparse.Namespace(steps=None, seeds=[0]))
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    against_sb3 = [line for line in lines if line.startswith("dqn tuned") and " sb3 det10 " in line]
+    assert against_sb3 == [
+        "dqn tuned CartPole-v1 rlexp det10 480.0 sb3 det10 300.0 1.60x",
+        # HNS (-2.4 + 20.7) / 35.3 = 0.518 against (-6.05 + 20.7) / 35.3 = 0.415
+        "dqn tuned ALE/Pong-v5 rlexp det10 -2.4 (HNS 0.52, 3 seeds) sb3 det10 -6.0 (HNS 0.42, 2 seeds) 1.25x",
+    ]
+    assert "dqn sb3 ALE/Pong-v5 sb3 det10 -6.0 (HNS 0.42) SB3-zoo 20.6 (HNS 1.17) 0.35x" in lines
+
+
+def test_stored_trains_nothing_and_reports_the_stored_results(tmp_path):
+    """--stored: the runs with a stored result are reported, those without one are named and left out,
+    and nothing is trained (no run directory, no SB3 child)."""
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    sb3 = {"algo": "dqn", "kind": "sb3", "env": "CartPole-v1", "seed": 0, "test": None, "last100": 178.9}
+    (results / "sb3-dqn-zoo_CartPole-v1_s0.json").write_text(json.dumps(sb3 | {"det10": 18.3, "sps": 1580.0}))
+    args = ["--algo", "dqn", "--kinds", "tuned", "--envs", "CartPole-v1", "--seeds", "0", "1", "--sb3"]
+    done = subprocess.run(
+        [sys.executable, BENCH, *args, "--stored", "--out", str(out), "--results", str(results)],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [" ".join(line.split()) for line in done.stdout.splitlines()]
+    left_out = [line for line in lines if line.endswith("no stored result, left out (--stored)")]
+    assert [line.split(":")[0] for line in left_out] == [
+        "dqn-tuned_CartPole-v1_s0",
+        "dqn-tuned_CartPole-v1_s1",
+        "sb3-dqn-zoo_CartPole-v1_s1",
+    ]
+    assert (
+        "| CartPole-v1 | sb3 | - | 18 (18-18) | 179 (179-179) | 1,580 (1,580-1,580) | 500 | 489 | - | - |"
+        in lines
+    )
+    assert "| CartPole-v1 | tuned | - | - | - | - | 500 | 489 | - | - |" in lines
+    assert list(out.iterdir()) == []  # nothing trained
 
 
 @pytest.mark.parametrize(
