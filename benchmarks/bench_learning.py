@@ -22,7 +22,7 @@ are one summary per algorithm, kind and env ending in the ratio to the first pub
 SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL. MinAtar's envs
 also get lines against its DQN at rlexp's step size (2.5e-4), read off its step-size sensitivity plot:
 its Breakout curve was trained with a larger one. Atari returns in summary lines carry their
-human-normalised scores (HNS, :data:`common.ATARI_RANDOM_HUMAN`), and their ratios are of those (a ratio
+human-normalised scores (HNS, conf/scores.yaml's random and human returns), and their ratios are of those (a ratio
 of Pong's negative returns would mean nothing). With ``--sb3`` a last line per rlexp kind and env holds
 rlexp's median det10 against SB3's, measured in the same benchmark.
 
@@ -94,7 +94,6 @@ from typing import Any
 
 from common import (
     ALSO_AGAINST,
-    ATARI_RANDOM_HUMAN,
     DQN_ENVS,
     MUJOCO_ENVS,
     NOVEL_ENVS,
@@ -105,6 +104,7 @@ from common import (
     ZOO_DQN,
     ZOO_PPO,
     ZOO_PPO_LSTM,
+    atari_random_human,
     child_env,
     ensure_sb3,
     spread,
@@ -715,9 +715,9 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> N
 def hns(env_id: str, value: float) -> float | None:
     """The human-normalised score of an Atari return, (return - random) / (human - random); None
     elsewhere."""
-    if env_id not in ATARI_RANDOM_HUMAN:
+    if (scores := atari_random_human().get(env_id)) is None:
         return None
-    random, human = ATARI_RANDOM_HUMAN[env_id]
+    random, human = scores
     return (value - random) / (human - random)
 
 
@@ -738,7 +738,7 @@ def ratio(ours: float, ref: float, env_id: str = "") -> str:
     returns, ref / ours when both are negative (Pendulum: -180 against -218 is 1.21x); else - (-5
     against 20.6 is no ratio). On Atari the ratio is of the human-normalised scores (Pong's -5 against
     20.6 is 0.44 against 1.17: 0.38x)."""
-    if env_id in ATARI_RANDOM_HUMAN:
+    if env_id in atari_random_human():
         ours, ref = hns(env_id, ours), hns(env_id, ref)
     if ref > 0 and ours >= 0:
         return f"{ours / ref:.2f}x"

@@ -3,6 +3,7 @@ peers' settings and published numbers (../shared/reference/baselines.md), one ho
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import statistics
@@ -93,11 +94,6 @@ ALSO_AGAINST = {"minatar": ("act6",), "minatar-lr": ("act6",)}
 # its curves.
 OWN_SUMMARY = {"minatar-lr"}
 
-# Atari games' random and human scores (Mnih et al. 2015, Extended Data Table 2): a summary line holds an
-# Atari return as its human-normalised score, (return - random) / (human - random), whose ratios mean
-# something where the raw returns are negative (Pong: -21 to 21).
-ATARI_RANDOM_HUMAN = {"ALE/Pong-v5": (-20.7, 14.6)}
-
 # DQN's benchmark envs: name -> (env preset, env.id or None). The budget of each is its tuned=dqn preset's
 # (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless --steps says otherwise.
 DQN_ENVS: dict[str, tuple[str, str | None]] = {
@@ -168,6 +164,17 @@ ZOO_PPO: dict[str, dict[str, Any]] = {
         policy_kwargs=dict(),
     ),
 }  # fmt: skip
+
+
+@functools.cache
+def atari_random_human() -> dict[str, tuple[float, float]]:
+    """The random and human returns of the Atari ids in rlexp's score table (conf/scores.yaml, DeepMind's
+    Atari-57 table): a summary line holds an Atari return as its human-normalised score, (return -
+    random) / (human - random), whose ratios mean something where the raw returns are negative (Pong: -21
+    to 21)."""
+    from rlexp.compare import load_scores
+
+    return {env: (v["random"], v["human"]) for env, v in load_scores(None).items() if "human" in v}
 
 
 def child_env() -> dict[str, str]:
