@@ -22,9 +22,9 @@ are one summary per algorithm, kind and env ending in the ratio to the first pub
 SB3-zoo, last100 for MinAtar's DQN curves (training episodes, epsilon 0.1) and CleanRL. MinAtar's envs
 also get lines against its DQN at rlexp's step size (2.5e-4), read off its step-size sensitivity plot:
 its Breakout curve was trained with a larger one. Atari returns in summary lines carry their
-human-normalised scores (HNS, conf/scores.yaml's random and human returns), and their ratios are of those (a ratio
-of Pong's negative returns would mean nothing). With ``--sb3`` a last line per rlexp kind and env holds
-rlexp's median det10 against SB3's, measured in the same benchmark.
+human-normalised scores (HNS, conf/scores.yaml's random and human returns), and their ratios are of
+those (a ratio of Pong's negative returns would mean nothing). With ``--sb3`` a last line per rlexp kind
+and env holds rlexp's median det10 against SB3's, measured in the same benchmark.
 
     python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults zoo ...]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
