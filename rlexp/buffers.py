@@ -204,6 +204,9 @@ class SumTree:
 
     def set(self, slots: np.ndarray, values: np.ndarray) -> None:
         """Set the priorities of ``slots`` (with duplicates, the last value counts) and their ancestors."""
+        if len(slots) == 1:  # a stored transition: one path, faster as scalars than as arrays
+            self._set_one(int(slots[0]), float(values[0]))
+            return
         nodes = np.asarray(slots, np.int64) + self.base
         values = np.asarray(values, np.float64)
         self.sums[nodes] = values
@@ -214,6 +217,18 @@ class SumTree:
             self.sums[nodes] = self.sums[left] + self.sums[left + 1]
             self.mins[nodes] = np.minimum(self.mins[left], self.mins[left + 1])
             nodes //= 2
+
+    def _set_one(self, slot: int, value: float) -> None:
+        """:meth:`set` for one slot, with the same sums and minima (the same float64 operations)."""
+        sums, mins = self.sums, self.mins
+        node = slot + self.base
+        sums[node], mins[node] = value, value if value > 0 else np.inf
+        node //= 2
+        while node >= 1:
+            left = 2 * node
+            sums[node] = sums[left] + sums[left + 1]
+            mins[node] = min(mins[left], mins[left + 1])
+            node //= 2
 
     def find(self, mass: np.ndarray) -> np.ndarray:
         """The slot in which each cumulative ``mass`` (in [0, total)) falls."""

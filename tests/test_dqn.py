@@ -278,10 +278,13 @@ def test_prioritized_sampling_and_importance_weights():
 
 
 def test_the_sum_tree_is_a_function_of_its_leaves():
+    """Sets of one slot (each stored transition: its own path) and of several (sampled priorities), zeros
+    (slots never to be drawn) among them, leave the tree that its leaves alone rebuild."""
     tree = SumTree(5)
     rng = np.random.default_rng(1)
-    for _ in range(50):
+    for i in range(50):
         tree.set(rng.integers(0, 5, 3), rng.uniform(0, 2, 3))
+        tree.set(rng.integers(0, 5, 1), rng.uniform(0, 2, 1) * (i % 4 > 0))
     rebuilt = SumTree(5)
     rebuilt.load(tree.leaves().copy())
     np.testing.assert_array_equal(rebuilt.sums, tree.sums)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -124,6 +126,48 @@ def test_polyak_update_of_targets():
     expected = polyak * targ_before + (1 - polyak) * flat(lrn.qs[0])
     torch.testing.assert_close(flat(lrn.q_targs[0]), expected)
     assert all(not p.requires_grad for p in lrn.q_targs[0].parameters())
+
+
+def test_centered_rmsprop_steps_as_torchs_and_shares_its_state(monkeypatch):
+    """rlexp's centered RMSprop (DQN's on MinAtar) takes torch.optim.RMSprop(centered=True)'s steps to
+    float32 rounding, leaves weights whose gradient stays zero alone, runs its own step after the first
+    (not torch's), and its state_dict loads into torch's and back."""
+    import torch.optim.rmsprop as torch_rmsprop
+
+    from rlexp.algos.torch_common import rmsprop
+
+    calls = []
+    torch_step = torch_rmsprop.rmsprop
+    monkeypatch.setattr(torch_rmsprop, "rmsprop", lambda *a, **k: calls.append(1) or torch_step(*a, **k))
+    gen = torch.Generator().manual_seed(0)
+    init = torch.randn(500, generator=gen)
+    ours_p, ref_p = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
+    ours = rmsprop([ours_p], lr=1e-2, alpha=0.95, eps=0.01)
+    ref = torch.optim.RMSprop([ref_p], lr=1e-2, alpha=0.95, eps=0.01, centered=True)
+    dead = torch.arange(500) < 200  # weights whose gradient is always zero
+    for _ in range(30):
+        g = torch.randn(500, generator=gen).masked_fill(dead, 0.0)
+        ours_p.grad, ref_p.grad = g.clone(), g.clone()
+        ours.step()
+        ref.step()
+    assert len(calls) == 31  # torch's 30 and our first (which makes the state)
+    torch.testing.assert_close(ours_p.detach(), ref_p.detach(), rtol=1e-5, atol=1e-6)
+    assert torch.equal(ours_p.detach()[dead], init[dead])
+    ours_sd, ref_sd = ours.state_dict(), ref.state_dict()
+    assert ours_sd["param_groups"] == ref_sd["param_groups"]
+    for key in ("step", "square_avg", "grad_avg"):
+        torch.testing.assert_close(ours_sd["state"][0][key], ref_sd["state"][0][key], rtol=1e-5, atol=1e-7)
+    again_p = torch.nn.Parameter(ref_p.detach().clone())
+    again = rmsprop([again_p], lr=1e-2, alpha=0.95, eps=0.01)
+    again.load_state_dict(copy.deepcopy(ref_sd))  # torch's state goes on in ours, with our step
+    again_p.grad = ref_p.grad = torch.randn(500, generator=gen)
+    again.step()
+    ref.step()
+    assert len(calls) == 32
+    torch.testing.assert_close(again_p.detach(), ref_p.detach(), rtol=1e-5, atol=1e-6)
+    back = torch.optim.RMSprop([torch.nn.Parameter(init.clone())], lr=1e-2, centered=True)
+    back.load_state_dict(copy.deepcopy(ours_sd))  # and ours in torch's
+    assert back.param_groups[0]["alpha"] == 0.95 and float(back.state_dict()["state"][0]["step"]) == 30
 
 
 def test_td3_updates_policy_every_policy_delay_steps():

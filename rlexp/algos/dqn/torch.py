@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 from rlexp.algos.dqn.base import DQNLearnerBase
 from rlexp.algos.learner import Batch, Stats
-from rlexp.algos.torch_common import OffPolicyTorchLearner, adam
+from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, rmsprop
 from rlexp.comm.torch import avg_grads
 from rlexp.nn.acting import MLPCopy, QActing
 from rlexp.nn.torch import DiscreteQNetwork, TorchForward, linear_layers
@@ -39,8 +39,8 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         self.q_targ = self.target(self.q)
         self.q_flat, self.q_targ_flat = self.flat_group([self.q], [self.q_targ])
         if algo.optimizer == "rmsprop":
-            self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
-                [self.q_flat], lr=algo.lr, alpha=algo.rms_alpha, eps=algo.optim_eps, centered=True
+            self.optimizer: torch.optim.Optimizer = rmsprop(
+                [self.q_flat], lr=algo.lr, alpha=algo.rms_alpha, eps=algo.optim_eps
             )
         else:
             self.optimizer = adam([self.q_flat], algo.lr, algo.optim_eps)
