@@ -344,15 +344,18 @@ def image_observations(
 
     Raises RLExpError (one line naming the observation space and what to choose) when the network
     and the observations do not fit: images with ``network.encoder=mlp`` (they are never flattened
-    silently; ``algo.IMAGE_NETWORK`` is the preset to use), flat observations with a CNN encoder, a
-    stack of images (rank > 3), or images smaller than the Nature CNN's kernels reach (36x36).
+    silently; ``algo.IMAGE_NETWORK`` is the preset to use, ``minatar_cnn`` for images under 36x36), flat
+    observations with a CNN encoder, a stack of images (rank > 3), or images smaller than the Nature
+    CNN's kernels reach (36x36). Every refusal names a fix that works.
     """
     image = image_layout(obs_space)
     if network.encoder == "mlp":
         if is_image_space(obs_space):
+            small = image is not None and min(nature_cnn_output(*image.chw[1:])) < 1
+            preset = "minatar_cnn" if small else algo.IMAGE_NETWORK  # the Nature CNN needs 36x36
             raise RLExpError(
                 f"{env_id} has image observations {obs_space} and network.encoder=mlp would flatten them "
-                f"into {int(np.prod(obs_space.shape))} raw inputs; use network={algo.IMAGE_NETWORK} (a CNN "
+                f"into {int(np.prod(obs_space.shape))} raw inputs; use network={preset} (a CNN "
                 "encoder), or flatten them in your env if an MLP is what you want"
             )
         return None
@@ -383,7 +386,8 @@ def image_observations(
         smallest = NATURE_CNN_MIN_SIZE
         raise RLExpError(
             f"network.encoder={network.encoder} needs images of at least {smallest}x{smallest} pixels, but "
-            f"{env_id} has {height}x{width} ({obs_space}); render larger images"
+            f"{env_id} has {height}x{width} ({obs_space}); use network=minatar_cnn (one 3x3 convolution, "
+            "for small images) or render larger images"
         )
     return image
 

@@ -565,6 +565,38 @@ def test_minatar_runs_with_its_cnn_and_resumes_exactly(tmp_path, backend):
     assert_resumes_exactly(whole, part, 1)
 
 
+@pytest.mark.parametrize("algo", ["dqn", "rainbow", "ppo", "trpo", "vpg"])
+def test_atari_and_minatar_bring_their_cnn_unless_a_network_is_given(algo):
+    """env=atari and env=minatar choose their CNN for every algorithm of Discrete actions (a user who
+    names no network trains at once); network=... on the command line still wins."""
+    from rlexp.launch import validate_experiment
+
+    minatar = composed(f"algo={algo}", "env=minatar")
+    assert (minatar.network.encoder, minatar.network.hidden_sizes) == ("minatar_cnn", [128])
+    validate_experiment(minatar)  # the images fit the network: nothing is refused
+    atari = composed(f"algo={algo}", "env=atari")
+    assert (atari.network.encoder, atari.network.hidden_sizes) == ("nature_cnn", [])
+    chosen = composed(f"algo={algo}", "env=minatar", "network=mlp64x32_tanh")
+    assert (chosen.network.encoder, chosen.network.hidden_sizes) == ("mlp", [64, 32])
+    assert composed(f"algo={algo}").network.encoder == "mlp"  # other envs keep the algorithm's default
+
+
+def test_every_refusal_of_small_images_names_a_network_that_takes_them():
+    """MinAtar's 10x10 images with an MLP or with the Nature CNN (which needs 36x36): the line names
+    network=minatar_cnn, and that network takes them."""
+    import re
+
+    from rlexp.launch import validate_experiment
+
+    for network in ("mlp64x64_relu", "nature_cnn"):
+        cfg = composed("algo=dqn", "env=minatar", f"network={network}")
+        with pytest.raises(RLExpError, match="network=minatar_cnn") as refused:
+            validate_experiment(cfg)
+        fix = re.search(r"use (network=\S+)", str(refused.value))
+        assert fix is not None and fix[1] == "network=minatar_cnn", str(refused.value)
+        validate_experiment(composed("algo=dqn", "env=minatar", fix[1]))
+
+
 def test_the_minatar_cnn_has_the_same_output_on_both_backends():
     image = spaces.Box(0, 1, (10, 10, 4), np.uint8)
     t = learner("torch", "env=minatar", "network=minatar_cnn", obs_space=image, act_space=spaces.Discrete(3))
