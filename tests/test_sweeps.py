@@ -61,3 +61,28 @@ def test_users_keep_their_own_presets_outside_the_repository(tmp_path):
     res = run_cli(f"hydra.searchpath=[file://{tmp_path}]", "+experiment=mine", "--cfg", "job")
     assert res.returncode == 0, res.stderr
     assert "name: td3" in res.stdout and "act_noise: 0.3" in res.stdout and "id: Pendulum-v1" in res.stdout
+
+
+def test_the_slurm_launcher_without_slurm_is_one_line_and_writes_nothing(tmp_path):
+    """On a machine without SLURM's commands (PATH without srun and sbatch), hydra/launcher=slurm stops
+    before the sweep directory (multirun.yaml) is written. No SLURM command is run."""
+    import os
+    import sys
+
+    sweep = tmp_path / "sweep"
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    path = f"{os.path.dirname(sys.executable)}:{empty}"  # this Python only: no srun, whatever the machine has
+    for sweeper in ("rlexp", "optuna"):
+        extra = ["algo.lr=interval(1e-4,1e-3)"] if sweeper == "optuna" else ["seed=0,1"]
+        res = run_cli(
+            "--multirun", f"hydra.sweep.dir={sweep}", "hydra/launcher=slurm", f"hydra/sweeper={sweeper}",
+            "algo.epochs=1", *extra, env={"PATH": path},
+        )  # fmt: skip
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.splitlines() == [
+            "rlexp: error: hydra/launcher=slurm submits the jobs to SLURM, but this machine has no srun on its "
+            "PATH (no SLURM client); run the sweep on a SLURM login node, or drop hydra/launcher=slurm to run "
+            "the jobs here; nothing was started"
+        ]
+        assert not sweep.exists()

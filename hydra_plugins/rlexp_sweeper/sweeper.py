@@ -15,6 +15,7 @@ that varied. This sweeper does both on top of Hydra's cartesian-product sweeper:
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -66,6 +67,22 @@ def name_by_swept_keys(config: DictConfig, fixed: list[str]) -> None:
         hydra_overrides.append(f"{EXCLUDE_KEYS}=[{','.join(fixed)}]")
 
 
+def check_launcher(config: DictConfig) -> None:
+    """A SLURM launcher (``hydra/launcher=slurm``, or Hydra's own ``submitit_slurm``) needs SLURM's
+    commands on this machine: without them submitit would fail with a traceback after the sweep's
+    directory was written. Only looks for ``srun`` and ``sbatch`` on the PATH (runs nothing)."""
+    target = str(config.hydra.launcher.get("_target_", ""))
+    if not target.endswith("SlurmLauncher"):
+        return
+    missing = [cmd for cmd in ("srun", "sbatch") if shutil.which(cmd) is None]
+    if missing:
+        raise RLExpError(
+            f"hydra/launcher=slurm submits the jobs to SLURM, but this machine has no {missing[0]} on its PATH "
+            "(no SLURM client); run the sweep on a SLURM login node, or drop hydra/launcher=slurm to run "
+            "the jobs here; nothing was started"
+        )
+
+
 def check_jobs(
     config: DictConfig, hydra_context: HydraContext, jobs: list[list[str]], what: str = "job"
 ) -> None:
@@ -74,6 +91,7 @@ def check_jobs(
     from rlexp.config import load_config
     from rlexp.launch import find_mpiexec, validate_experiment
 
+    check_launcher(config)
     loader = hydra_context.config_loader
     checked: set[str] = set()
     for num, job in enumerate(jobs):
