@@ -41,7 +41,9 @@ from rlexp.fileio import atomic_write_bytes
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^epoch_(\d+)\.(pt|npz)$")
 BEST_NAME = "best"  # checkpoints/best.pt or best.npz: the best evaluation score so far
-BEST_INFO = "best.json"  # checkpoints/best.json: {"epoch": completed epochs, "score": mean test return}
+# checkpoints/best.json: {"epoch": completed epochs, "score": mean test return, "actions": "deterministic",
+# "episodes": test episodes of the score}
+BEST_INFO = "best.json"
 
 
 def checkpoint_path(run_dir: str | os.PathLike, epoch: int, suffix: str = ".pt") -> Path:

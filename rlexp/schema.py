@@ -202,6 +202,9 @@ class AlgoConfig:
     BOUNDED_ACTIONS: ClassVar[bool] = False  # whether a Box action space must have finite bounds
     BACKENDS: ClassVar[tuple[str, ...]] = ("torch", "tf")  # the backends it has a learner for
     IMAGE_NETWORK: ClassVar[str] = "nature_cnn"  # the network preset suggested for image observations
+    # What the policy's actions are when they are not deterministic (test_policy without --deterministic,
+    # Policy(obs, deterministic=False)), in words; None: the policy has deterministic actions only
+    SAMPLED_ACTIONS: ClassVar[str | None] = "sampled"
 
     name: str = MISSING
     epochs: int = MISSING

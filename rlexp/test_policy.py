@@ -8,7 +8,10 @@ are printed, then a summary (mean, std, max, min) in the logger's table.
 
 ``--deterministic`` acts with the policy's mean (Gaussian policies, SAC's tanh of the mean) or most
 likely action (categorical policies), for every algorithm; DDPG and TD3 policies are deterministic
-either way (they act without exploration noise here). Without it, stochastic policies sample.
+either way (they act without exploration noise here). Without it, stochastic policies sample: Spinning
+Up's default, kept so that its commands mean what they meant. The run's own evaluations (TestEpRet,
+``best.json``) and ``rlexp.load(...).policy()`` are deterministic, so the closing line says which
+actions gave its mean and, for sampled ones, how to get the comparable figure.
 
 ``--video PATH.mp4`` renders every frame offscreen (no display needed; MuJoCo uses EGL unless
 MUJOCO_GL says otherwise) and writes an H.264 mp4 with one frame after each reset and one after each
@@ -114,12 +117,18 @@ def load_policy_and_env(
     action ``env.step`` takes.
     """
     env, learner, to_env, epoch = load_learner(run_dir, itr, render_mode, allow_env_import, best)
+    return env, policy_function(learner, to_env, deterministic), epoch
+
+
+def policy_function(learner: Learner, to_env: Callable[[Any], Any], deterministic: bool) -> Policy:
+    """``get_action``: one observation to the action ``env.step`` takes; ``get_action.reset()`` starts a
+    new episode (a recurrent policy's zero state)."""
 
     def get_action(obs: np.ndarray) -> Any:
         return to_env(learner.act(learner.observe(obs), deterministic=deterministic))
 
     get_action.reset = lambda: learner.reset_state(-1)  # type: ignore[attr-defined]  # a new episode (memory)
-    return env, get_action, epoch
+    return get_action
 
 
 class VideoWriter:
@@ -235,6 +244,35 @@ def run_policy(
     return episodes
 
 
+def summary(episodes: list[tuple[float, int]], actions: str, best: dict[str, Any] | None = None) -> str:
+    """The closing line: the mean return and which ``actions`` gave it (``deterministic``, ``sampled``,
+    ``epsilon-greedy``). The run's own evaluations (the TestEpRet columns, ``best.json``) act
+    deterministically while test_policy samples by default (Spinning Up's default), so any other
+    figure says how to get the comparable one. ``best``: the ``best.json`` record quoted beside it."""
+    mean = float(np.mean([ret for ret, _ in episodes]))
+    line = f"Mean return {mean:.6g} over {len(episodes)} episode{'s' * (len(episodes) != 1)} with {actions} actions"
+    quoted = "TestEpRet and best.json"
+    if best is not None and isinstance(best.get("score"), (int, float)):
+        n = best.get("episodes")
+        quoted = f"best.json's {best['score']:.6g}" + (f" over {n} episodes" if isinstance(n, int) else "")
+    if actions == "deterministic":
+        return f"{line}, as the run's evaluations ({quoted})"
+    return f"{line}; the run's evaluations ({quoted}) act deterministically: add --deterministic to compare"
+
+
+def best_record(run_dir: Path) -> dict[str, Any] | None:
+    """``checkpoints/best.json`` of ``run_dir`` as a dict, or None where it cannot be read."""
+    import json
+
+    from rlexp.checkpoint import BEST_INFO, CHECKPOINT_DIR
+
+    try:
+        record = json.loads((run_dir / CHECKPOINT_DIR / BEST_INFO).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def build_parser() -> Any:
     """The command line; Spinning Up's options keep their names and meanings."""
     parser = argument_parser(
@@ -307,25 +345,27 @@ def main(argv: list[str] | None = None) -> None:
             render_mode = "rgb_array"
         else:
             render_mode = "human" if not args.norender and has_display() else None
-        env, get_action, epoch = load_policy_and_env(
-            args.run_dir, args.itr, args.deterministic, render_mode, args.allow_env_import, args.best
+        env, learner, to_env, epoch = load_learner(
+            args.run_dir, args.itr, render_mode, args.allow_env_import, args.best
         )
+        get_action = policy_function(learner, to_env, args.deterministic)
         which = "the best evaluated policy" if args.best else "the policy"
         print(f"Loaded {which}, saved after {epochs(epoch)}, of {args.run_dir}")
-        print(
-            "Using deterministic actions." if args.deterministic else "Using sampled actions (the default)."
-        )
+        actions = "deterministic" if args.deterministic else learner.algo.SAMPLED_ACTIONS or "deterministic"
+        default = "" if args.deterministic else " (the default)"
+        print(f"Using {actions} actions{default}.")
         if video_path is None:
-            run_policy(env, get_action, args.len, args.episodes, args.seed)
+            episodes = run_policy(env, get_action, args.len, args.episodes, args.seed)
         else:
             fps = args.fps or float(env.metadata.get("render_fps") or 30)
             with atomic_output(video_path, exclusive=not args.force) as tmp:
                 video = VideoWriter(tmp, fps)
                 try:
-                    run_policy(env, get_action, args.len, args.episodes, args.seed, video)
+                    episodes = run_policy(env, get_action, args.len, args.episodes, args.seed, video)
                 finally:
                     video.close()
             print(f"Wrote {video_path} ({video.frames} frames at {fps:g} fps)")
+        print(summary(episodes, actions, best_record(Path(args.run_dir)) if args.best else None))
         env.close()
     except RLExpError as exc:
         report(exc)

@@ -74,10 +74,15 @@ def test_best_checkpoint_is_the_best_score_and_test_policy_loads_it(runs):
     scores = progress["AverageTestEpRet"]
     best = int(progress["Epoch"][scores.idxmax()]) + 1  # on-policy Epoch counts from 0
     info = best_info(run_dir)
-    assert info == {"epoch": best, "score": pytest.approx(scores.max(), rel=1e-12)}
+    assert info == {
+        "epoch": best,
+        "score": pytest.approx(scores.max(), rel=1e-12),
+        "actions": "deterministic",
+        "episodes": 3,
+    }
     # best.pt holds the policy of that epoch's checkpoint, with its epoch and score, read without pickle
     state = read(best_checkpoint_path(run_dir))
-    assert state["loop"] == info and state["algo"] == "ppo"
+    assert state["loop"] == {"epoch": info["epoch"], "score": info["score"]} and state["algo"] == "ppo"
     assert_same(state["learner"], read(list_checkpoints(run_dir)[best])["learner"], "best learner")
     res = run_cli(str(run_dir), "--best", "-n", "2", "-nr", "-d", module="rlexp.test_policy")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -86,6 +91,35 @@ def test_best_checkpoint_is_the_best_score_and_test_policy_loads_it(runs):
     res = run_cli(str(runs / "plain"), "--best", "-n", "1", "-nr", module="rlexp.test_policy")
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "has no best checkpoint" in res.stderr and "algo.test_every" in res.stderr
+
+
+def test_test_policy_and_best_json_say_which_actions_gave_their_figures(runs):
+    """test_policy samples by default (Spinning Up's default) while the evaluations that chose the best
+    checkpoint are deterministic: best.json records its mode, and test_policy's closing line names the
+    mode of its own mean and, when it sampled, the flag that gives the comparable figure."""
+    run_dir = runs / "eval"
+    info = best_info(run_dir)
+    assert (info["actions"], info["episodes"]) == ("deterministic", 3)
+    quoted = f"best.json's {info['score']:.6g} over 3 episodes"
+    sampled = run_cli(str(run_dir), "--best", "-n", "2", "-nr", module="rlexp.test_policy")
+    assert sampled.returncode == 0, sampled.stderr[-2000:]
+    last = sampled.stdout.strip().splitlines()[-1]
+    assert last.startswith("Mean return ") and " over 2 episodes with sampled actions; " in last, last
+    assert last.endswith(
+        f"the run's evaluations ({quoted}) act deterministically: add --deterministic to compare"
+    )
+    greedy = run_cli(str(run_dir), "--best", "-n", "2", "-nr", "-d", module="rlexp.test_policy")
+    last = greedy.stdout.strip().splitlines()[-1]
+    assert " over 2 episodes with deterministic actions, as the run's evaluations (" + quoted + ")" in last, (
+        last
+    )
+    # the mean is the table's AverageEpRet
+    table = {
+        ln.split("|")[1].strip(): ln.split("|")[2].strip()
+        for ln in greedy.stdout.splitlines()
+        if ln.count("|") >= 3
+    }
+    assert float(last.split()[2]) == pytest.approx(float(table["AverageEpRet"]), rel=1e-4)
 
 
 def test_a_resumed_run_replaces_the_best_checkpoint_only_with_a_better_one(tmp_path):

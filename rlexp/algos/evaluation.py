@@ -21,7 +21,8 @@ ended). Rank 0's score is broadcast, so every rank takes the same decisions:
 
 - after an evaluation whose score beats (strictly) the best so far, rank 0 writes the policy as
   ``checkpoints/best.pt`` (``best.npz`` on TF) and ``checkpoints/best.json`` = ``{"epoch": completed
-  epochs, "score": AverageTestEpRet}``, each atomically. The best score is part of every regular
+  epochs, "score": AverageTestEpRet, "actions": "deterministic", "episodes": num_test_episodes}``, each
+  atomically. The best score is part of every regular
   checkpoint, so a resumed run replaces best.pt only with a better one than it had when it saved;
 - with ``stop_at_return`` set, the first epoch whose score is >= it ends the run: it saves a
   checkpoint that records why (``finished``), closes, and counts as finished (exit status 0); running
@@ -169,7 +170,9 @@ class Evaluation:
         """Write the learner as ``checkpoints/best.pt`` (.npz), then ``best.json``, each atomically."""
         assert self.best is not None
         self.learner.save(best_checkpoint_path(self.run_dir, self.learner.CHECKPOINT_SUFFIX), self.best)
-        text = json.dumps(self.best, indent=1) + "\n"
+        # how the score was measured: test_policy samples by default (Spinning Up's), so say it here
+        record = {**self.best, "actions": "deterministic", "episodes": self.algo.num_test_episodes}
+        text = json.dumps(record, indent=1) + "\n"
         atomic_write_text(self.run_dir / CHECKPOINT_DIR / BEST_INFO, text)
 
     def state_dict(self) -> dict[str, Any]:

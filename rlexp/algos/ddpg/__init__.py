@@ -20,6 +20,7 @@ class DDPGConfig(OffPolicyConfig):
 
     NAME: ClassVar[str] = "ddpg"
     LR_KEYS: ClassVar[tuple[str, ...]] = ("pi_lr", "q_lr")
+    SAMPLED_ACTIONS: ClassVar[str | None] = None  # mu(obs): acting adds no noise outside training
 
     pi_lr: float = MISSING
     q_lr: float = MISSING

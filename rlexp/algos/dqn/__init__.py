@@ -66,6 +66,7 @@ class DQNConfig(OffPolicyConfig):
     ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Discrete,)
     BOUNDED_ACTIONS: ClassVar[bool] = False
     IMAGE_NETWORK: ClassVar[str] = "nature_cnn"
+    SAMPLED_ACTIONS: ClassVar[str | None] = "epsilon-greedy"  # at the epsilon the checkpoint was at
 
     optimizer: str = MISSING
     optim_eps: float = MISSING
