@@ -80,7 +80,8 @@ def tuned_presets(name: str) -> list[str]:
 
 
 def check_tuned(container: dict[str, Any]) -> None:
-    """``tuned=NAME`` applies only to algo=NAME, and only where a tuned preset file applied: the env
+    """``tuned=NAME`` applies only to algo=NAME (which it selects when no algo is given: its
+    ``conf/tuned/NAME.yaml`` overrides the algo group), and only where a tuned preset file applied: the env
     preset's (``conf/tuned_preset/NAME/<env>.yaml``) or one named on the command line
     (``tuned_preset=sac/_zoo_mujoco``); each sets ``tuned.source``."""
     tuned = container.get("tuned") or {}
@@ -93,7 +94,10 @@ def check_tuned(container: dict[str, Any]) -> None:
     if tuned.get("source") is None:
         env_id = container.get("env", {}).get("id")
         have = ", ".join(f"env={e}" for e in tuned_presets(name)) or "none"
-        raise ConfigError(f"tuned={name} has no settings for env.id={env_id!r}; tuned {name} presets: {have}")
+        raise ConfigError(
+            f"tuned={name} has no settings for env.id={env_id!r}; tuned {name} presets: {have} "
+            f"(without tuned={name}: algo={name}'s own defaults)"
+        )
 
 
 def _job_dir(num: Any, swept: str) -> str:

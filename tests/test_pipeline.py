@@ -477,6 +477,25 @@ def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
         assert len(res.stderr.strip().splitlines()) == 1
 
 
+def test_tuned_selects_its_algorithm_unless_one_is_given_and_a_missing_preset_is_said_once(tmp_path):
+    """tuned=X alone trains algo=X (one try, not two); an algo on the command line still wins (algo=rainbow
+    tuned=dqn: dqn's settings with rainbow's extensions), and an env without settings is one line naming
+    the envs that have them."""
+    cartpole = composed("tuned=dqn", "env=CartPole-v1")
+    assert (cartpole.algo.name, cartpole.algo.lr, cartpole.tuned.preset) == ("dqn", 2.3e-3, "CartPole-v1")
+    rainbow = composed("algo=rainbow", "tuned=dqn", "env=CartPole-v1")
+    assert (rainbow.algo.name, rainbow.algo.n_step, rainbow.algo.lr) == ("dqn", 3, 2.3e-3)
+    for algo, env in (("ppo", "Walker2d-v4"), ("sac", "Hopper-v4"), ("td3", "Hopper-v4")):
+        cfg = composed(f"tuned={algo}", f"env={env}")
+        assert (cfg.algo.name, cfg.tuned.preset) == (algo, env)
+    res = run_cli("tuned=dqn", "env=Acrobot-v1", f"hydra.run.dir={tmp_path / 'r'}")
+    assert res.returncode == 2 and not (tmp_path / "r").exists()
+    assert res.stderr.splitlines() == [
+        "rlexp: error: tuned=dqn has no settings for env.id='Acrobot-v1'; tuned dqn presets: env=CartPole-v1, "
+        "env=LunarLander-v3, env=atari, env=minatar (without tuned=dqn: algo=dqn's own defaults)"
+    ]
+
+
 def test_runs_recorded_before_the_pipeline_keys_load_and_continue(tmp_path):
     """A config.yaml without the env pipeline, the PPO options and tuned: filled with what they did."""
     from rlexp.config import load_run_config
