@@ -33,7 +33,7 @@ def _conf_dir() -> str:
 
 CONF_DIR = _conf_dir()  # Hydra's primary config directory
 # Top-level keys of conf/config.yaml added after runs were recorded without them
-LATER_KEYS = ("allow_env_import", "score", "logger")
+LATER_KEYS = ("allow_env_import", "score", "logger", "dry_run")
 
 
 @functools.cache

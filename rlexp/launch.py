@@ -221,6 +221,9 @@ def _launch(
     if cfg.comm.procs > 1:
         mpiexec_placement(cfg.comm, nodes, find_mpiexec(cfg.comm))  # its paths can be passed on
     check_place(run_dir)  # before anything is written there
+    if cfg.dry_run:
+        dry_run(cfg, run_dir)
+        return cfg
     with claim(run_dir):  # first: nothing is written into a directory another job holds
         if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
             _continue(cfg, run_dir, overrides, stop)
@@ -229,6 +232,40 @@ def _launch(
             write_run_records(cfg, run_dir, overrides)
             _train(cfg, run_dir, stop)
     return cfg
+
+
+def dry_run(cfg: RLExpConfig, run_dir: Path) -> None:
+    """``dry_run=true``, after every check of a new run or a continuation (those of :func:`_launch` and,
+    for a directory that holds a run, :func:`rlexp.rundir.check_resumable`): one line saying what would
+    run, and nothing written (the directory Hydra made for the job is removed again when empty)."""
+    net = cfg.network
+    what = (
+        f"{cfg.algo.name} on {cfg.env.id} (network {net.encoder} {list(net.hidden_sizes)} {net.activation}, "
+        f"{cfg.backend.name} on {cfg.backend.device}, {cfg.comm.procs} process{'es' * (cfg.comm.procs > 1)} "
+        f"x {cfg.env.num_envs} env{'s' * (cfg.env.num_envs > 1)}, seed {cfg.seed})"
+    )
+    steps = cfg.algo.epochs * cfg.algo.steps_per_epoch
+    if (run_dir / CONFIG_FILE).exists():
+        check_resumable(cfg, run_dir)
+        latest = latest_checkpoint(run_dir)
+        done = 0 if latest is None else latest[0]
+        reason = None if latest is None else finished_reason(latest[1])
+        if done == cfg.algo.epochs or reason is not None:
+            plan = (
+                f"{run_dir} has finished ({reason})"
+                if reason
+                else f"{run_dir} has finished its {epochs(done)}"
+            )
+            plan += "; nothing would run"
+        else:
+            plan = f"would continue {what} in {run_dir} from {epochs(done)} to {cfg.algo.epochs}"
+    else:
+        remove_if_empty(run_dir)  # made by Hydra for this job
+        plan = (
+            f"would train {what} for {epochs(cfg.algo.epochs)} x {cfg.algo.steps_per_epoch} env steps "
+            f"= {steps:,} steps in {run_dir}"
+        )
+    print(f"Dry run: the checks passed; {plan}; nothing was written", flush=True)
 
 
 def _continue(cfg: RLExpConfig, run_dir: Path, overrides: list[str], stop: StopRequest) -> None:

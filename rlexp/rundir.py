@@ -205,7 +205,7 @@ def resume_config(cfg: RLExpConfig, overrides: list[str]) -> RLExpConfig:
     current = OmegaConf.structured(cfg)
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
-        if key in ("resume", "allow_env_import"):
+        if key in ("resume", "allow_env_import", "dry_run"):
             continue
         if key not in RESUMABLE_KEYS:
             raise RLExpError(
@@ -215,6 +215,7 @@ def resume_config(cfg: RLExpConfig, overrides: list[str]) -> RLExpConfig:
         OmegaConf.update(stored, key, OmegaConf.select(current, key), force_add=True)
     stored.resume = str(run_dir)
     stored.allow_env_import = cfg.allow_env_import
+    stored.dry_run = cfg.dry_run
     try:
         resumed = load_config(stored)
     except ConfigError as exc:
@@ -234,7 +235,7 @@ def check_resumable(cfg: RLExpConfig, run_dir: Path) -> None:
     reads is intact: progress.txt and every rank's file of the newest checkpoint (if any)."""
     old = to_container(load_run_config(run_dir))
     new = to_container(cfg)
-    for key in ["resume", "allow_env_import", *(RESUMABLE_KEYS if cfg.resume is not None else ())]:
+    for key in ["resume", "allow_env_import", "dry_run", *(RESUMABLE_KEYS if cfg.resume is not None else ())]:
         for container in (old, new):
             *parents, leaf = key.split(".")
             for part in parents:

@@ -350,6 +350,7 @@ class RLExpConfig:
     exp_name: str = MISSING
     resume: str | None = MISSING
     allow_env_import: bool = MISSING
+    dry_run: bool = MISSING
 
     def validate(self) -> None:
         check(self.seed >= 0, f"seed={self.seed} is out of range; use an integer >= 0")

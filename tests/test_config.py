@@ -339,3 +339,66 @@ def test_a_gpu_this_machine_lacks_is_refused_in_one_line(cli, tmp_path, device):
     )
     assert "use backend.device=cpu or auto" in lines[0]
     assert not (run_dir / "config.yaml").exists()
+
+
+def _files(root):
+    """Every path under ``root`` with its size and modification time (what a dry run must leave as is)."""
+    return (
+        {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+        if root.exists()
+        else {}
+    )
+
+
+def test_dry_run_checks_a_command_as_a_run_does_and_writes_nothing(cli, tmp_path):
+    """dry_run=true makes every check of a run (types and ranges, the env's spaces) with the same one
+    line, says what would run, and writes nothing; a continuation is checked as resume= checks it."""
+    run_dir = tmp_path / "run"
+    for overrides, fragment in (
+        (["algo.epochs=-5"], "algo.epochs=-5 is out of range; use an integer >= 1"),
+        (["algo=dqn", "env=Pendulum-v1"], "dqn cannot handle the action space Box(-2.0, 2.0, (1,), float32)"),
+    ):
+        res = cli(f"hydra.run.dir={run_dir}", "dry_run=true", *overrides)
+        assert res.returncode == 2 and res.stdout == "", (res.stdout, res.stderr)
+        assert (
+            res.stderr.startswith("rlexp: error: ") and res.stderr.count("\n") == 1 and fragment in res.stderr
+        )
+        assert not run_dir.exists()
+    res = cli(f"hydra.run.dir={run_dir}", "dry_run=true", "algo.epochs=3", "algo.steps_per_epoch=200")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.splitlines() == [
+        "Dry run: the checks passed; would train ppo on CartPole-v1 (network mlp [64, 64] tanh, torch on cpu, "
+        f"1 process x 1 env, seed 0) for 3 epochs x 200 env steps = 600 steps in {run_dir}; nothing was written"
+    ]
+    assert not run_dir.exists()
+    # a run that exists: continuing it is checked (a changed key is refused), nothing in it changes
+    res = cli(f"hydra.run.dir={run_dir}", "algo.epochs=1", "algo.steps_per_epoch=200", "logger.console=quiet")
+    assert res.returncode == 0, res.stderr
+    before = _files(run_dir)
+    res = cli(f"resume={run_dir}", "algo.epochs=3", "dry_run=true")
+    assert res.returncode == 0 and res.stdout.strip().endswith(
+        f"in {run_dir} from 1 epoch to 3; nothing was written"
+    ), res.stdout
+    res = cli(f"hydra.run.dir={run_dir}", "algo.epochs=2", "algo.steps_per_epoch=200", "dry_run=true")
+    assert res.returncode == 2 and "already holds a different run (algo.epochs: 1 there, 2 now)" in res.stderr
+    assert _files(run_dir) == before
+
+
+def test_a_dry_run_of_a_sweep_checks_every_job_and_lists_them(cli, tmp_path):
+    sweep = tmp_path / "sweep"
+    res = cli("--multirun", f"hydra.sweep.dir={sweep}", "dry_run=true", "seed=0,1", "algo.epochs=1,-1")
+    assert res.returncode == 2 and not sweep.exists()
+    assert res.stderr.strip() == (
+        "rlexp: error: sweep job 1 (dry_run=True seed=0 algo.epochs=-1): algo.epochs=-1 is out of range; use "
+        "an integer >= 1; nothing was started"
+    )
+    res = cli("--multirun", f"hydra.sweep.dir={sweep}", "dry_run=true", "seed=0,1", "algo.epochs=1,2")
+    assert res.returncode == 0 and not sweep.exists(), res.stderr
+    assert res.stdout.splitlines() == [
+        f"Dry run: the checks of all 4 jobs passed; the sweep would start 4 runs in {sweep}:",
+        "  job 0: dry_run=True seed=0 algo.epochs=1",
+        "  job 1: dry_run=True seed=0 algo.epochs=2",
+        "  job 2: dry_run=True seed=1 algo.epochs=1",
+        "  job 3: dry_run=True seed=1 algo.epochs=2",
+        "nothing was written",
+    ]

@@ -44,7 +44,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from hydra_plugins.rlexp_sweeper.sweeper import check_jobs, name_by_swept_keys
+from hydra_plugins.rlexp_sweeper.sweeper import check_jobs, name_by_swept_keys, report_dry_run
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
 
@@ -76,9 +76,22 @@ def distribution(override: Override) -> Any:
         low, high = value.start, value.end
         if low is None or high is None or not low < high:
             raise RLExpError(f"{key}=interval({low},{high}): the interval needs low < high")
-        if "int" in value.tags:
-            return IntDistribution(int(low), int(high), log="log" in value.tags)
-        return FloatDistribution(float(low), float(high), log="log" in value.tags)
+        integer = "int" in value.tags
+        if integer:
+            low, high = int(low), int(high)
+        if "log" in value.tags and low <= 0:
+            tags = ",".join(sorted(value.tags))
+            raise RLExpError(
+                f"{key}=tag({tags},interval({value.start},{value.end})): a log scale needs low > 0"
+                + (" (as an integer)" if integer else "")
+                + "; give a positive low, or leave out the log tag for a linear scale"
+            )
+        try:
+            if integer:
+                return IntDistribution(low, high, log="log" in value.tags)
+            return FloatDistribution(float(low), float(high), log="log" in value.tags)
+        except ValueError as exc:  # Optuna's own checks: one line, as every bad range
+            raise RLExpError(f"{override.input_line}: {exc}") from None
     if isinstance(value, RangeSweep):
         start, stop, step = value.start, value.stop, value.step
         if start is None or stop is None or step is None or not start < stop or step <= 0:
@@ -204,12 +217,11 @@ class RLExpOptunaSweeper(Sweeper):
             )
         # by key_or_group, as Hydra's override_dirname excludes them (+experiment=x has the key experiment)
         name_by_swept_keys(self.config, [o.key_or_group for o in overrides if not o.is_sweep_override()])
-        check_jobs(
-            self.config,
-            self.hydra_context,
-            [[*fixed, *(as_override(k, v) for k, v in trial.items())] for trial in edges(space)],
-            what="edge trial",
-        )
+        edge_trials = [[*fixed, *(as_override(k, v) for k, v in trial.items())] for trial in edges(space)]
+        if check_jobs(self.config, self.hydra_context, edge_trials, what="edge trial"):
+            # the trials' values are drawn as the study goes: the corners of the search space stand for them
+            report_dry_run(self.config, edge_trials, "edge trial", f"{self.n_trials} trials")
+            return None
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(

@@ -44,17 +44,20 @@ class RLExpSweeper(BasicSweeper):
         overrides = parser.parse_overrides([*self._parse_config(), *arguments])
         self._name_by_swept_keys([o.key_or_group for o in overrides if not o.is_sweep_override()])
         jobs = self.split_arguments(overrides, None)[0]
-        self.check_jobs(jobs)
+        if self.check_jobs(jobs):
+            report_dry_run(self.config, jobs)
+            return []
         return super().sweep(arguments)
 
     def _name_by_swept_keys(self, fixed: list[str]) -> None:
         assert self.config is not None
         name_by_swept_keys(self.config, fixed)
 
-    def check_jobs(self, jobs: list[list[str]]) -> None:
-        """Compose and validate every job; raise RLExpError for the first bad one. Writes nothing."""
+    def check_jobs(self, jobs: list[list[str]]) -> bool:
+        """Compose and validate every job; raise RLExpError for the first bad one. Writes nothing.
+        Returns whether the sweep is a dry run (``dry_run=true``)."""
         assert self.config is not None and self.hydra_context is not None
-        check_jobs(self.config, self.hydra_context, jobs)
+        return check_jobs(self.config, self.hydra_context, jobs)
 
 
 def name_by_swept_keys(config: DictConfig, fixed: list[str]) -> None:
@@ -85,15 +88,17 @@ def check_launcher(config: DictConfig) -> None:
 
 def check_jobs(
     config: DictConfig, hydra_context: HydraContext, jobs: list[list[str]], what: str = "job"
-) -> None:
+) -> bool:
     """Compose and validate every job (each a list of overrides); raise RLExpError naming the first
-    bad one. Writes nothing. ``what`` names a job in the message (``job`` or ``trial``)."""
+    bad one. Writes nothing. ``what`` names a job in the message (``job`` or ``trial``). Returns
+    whether the sweep is a dry run (a job with ``dry_run=true``: then none is started)."""
     from rlexp.config import load_config
     from rlexp.launch import find_mpiexec, validate_experiment
 
     check_launcher(config)
     loader = hydra_context.config_loader
     checked: set[str] = set()
+    dry = False
     for num, job in enumerate(jobs):
         try:
             job_cfg = loader.load_sweep_config(config, list(job))
@@ -108,5 +113,20 @@ def check_jobs(
                 checked.add(key)
             if cfg.comm.procs > 1:
                 find_mpiexec(cfg.comm)
+            dry = dry or cfg.dry_run
         except RLExpError as exc:
             raise RLExpError(f"sweep {what} {num} ({' '.join(job)}): {exc}; nothing was started") from None
+    return dry
+
+
+def report_dry_run(config: DictConfig, jobs: list[list[str]], what: str = "job", runs: str = "") -> None:
+    """What a dry run of a sweep prints: its jobs (``what``: job or edge trial), how many runs it would
+    start (``runs``; default: the jobs) and where; nothing is written (the sweep directory is not made)."""
+    runs = runs or f"{len(jobs)} run{'s' * (len(jobs) != 1)}"
+    print(
+        f"Dry run: the checks of all {len(jobs)} {what}s passed; the sweep would start {runs} "
+        f"in {config.hydra.sweep.dir}:"
+    )
+    for num, job in enumerate(jobs):
+        print(f"  {what} {num}: {' '.join(job)}")
+    print("nothing was written", flush=True)
