@@ -30,6 +30,7 @@ from pathlib import Path
 
 from rlexp.cluster import mpiexec_placement, resolve_nodes, slurm_environment
 from rlexp.errors import RLExpError, WorkerError
+from rlexp.logger import use_color
 from rlexp.schema import CommConfig, RLExpConfig
 from rlexp.stopping import READY_DIR, StopRequest, all_ready
 
@@ -83,7 +84,17 @@ def mpi_environment(cfg: RLExpConfig, nodes: int = 1) -> dict[str, str]:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     slurm_environment(env, cfg.comm, nodes)
+    # Colours as the launcher's own output has them: Open MPI gives the ranks a pseudo-terminal, on
+    # which they would colour what goes to the launcher's pipe or log file
+    env.pop("FORCE_COLOR" if not use_color() else "NO_COLOR", None)
+    env[colour_variable()] = "1"
     return env
+
+
+def colour_variable() -> str:
+    """``FORCE_COLOR`` when the launcher's stdout shows colours (:func:`rlexp.logger.use_color`), else
+    ``NO_COLOR``: set for the ranks, which cannot tell for themselves."""
+    return "FORCE_COLOR" if use_color() else "NO_COLOR"
 
 
 def mpiexec_command(
@@ -94,7 +105,7 @@ def mpiexec_command(
     directory, rlexp itself from :func:`source_root` through ``PYTHONPATH``; ``--nodes``: the host count
     every rank checks)."""
     cmd = [mpiexec, "-n", str(cfg.comm.procs), *mpiexec_placement(cfg.comm, nodes, mpiexec)]
-    for var in (*THREAD_VARS, "PYTHONPATH") if source_root() is not None else THREAD_VARS:
+    for var in (*THREAD_VARS, colour_variable(), *(["PYTHONPATH"] if source_root() is not None else [])):
         cmd += ["-x", var]  # to the ranks on other nodes too
     cmd += [
         *cfg.comm.extra_args,

@@ -19,6 +19,18 @@ def test_no_colour_codes_unless_on_a_terminal(tmp_path):
     assert "\x1b[32;1mRun finished" in forced.stdout
 
 
+@pytest.mark.mpi
+def test_mpi_ranks_colour_only_what_the_launcher_colours(tmp_path):
+    """Open MPI gives the ranks a pseudo-terminal: they take the launcher's choice (its stdout a pipe
+    here), so rank 0's "Logging data to" line is plain when piped and coloured with FORCE_COLOR."""
+    args = ("comm.procs=2", "algo.epochs=1", "algo.steps_per_epoch=200")
+    res = run_cli(f"hydra.run.dir={tmp_path / 'a'}", *args)
+    assert res.returncode == 0 and f"Logging data to {tmp_path / 'a'}" in res.stdout, res.stderr[-2000:]
+    assert "\x1b[" not in res.stdout + res.stderr
+    forced = run_cli(f"hydra.run.dir={tmp_path / 'b'}", *args, env={"FORCE_COLOR": "1"})
+    assert f"\x1b[32;1mLogging data to {tmp_path / 'b'}" in forced.stdout, forced.stdout
+
+
 def test_console_line_prints_one_line_per_epoch_with_progress_numbers(tmp_path):
     res = run_cli(f"hydra.run.dir={tmp_path / 'r'}", *FAST, "logger.console=line")
     assert res.returncode == 0, res.stderr[-2000:]
