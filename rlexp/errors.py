@@ -24,6 +24,18 @@ class WorkerError(RLExpError):
     exit_code = 1
 
 
+class JobFailed(RLExpError):
+    """A job of a sweep on this machine ended with a user error whose line it has printed: the sweep
+    counts it as failed, goes on with the other jobs and names it in its summary."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:  # keeps exit_code through a process pool
+        return JobFailed, (str(self), self.exit_code)
+
+
 def user_error(exc: BaseException) -> str | None:
     """One line for an error of the machine or the files rather than of rlexp: an OSError that names
     a file (disk full, read-only file system, no permission, an immutable file). None otherwise."""

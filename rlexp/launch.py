@@ -29,7 +29,7 @@ from rlexp.checkpoint import finished_reason, latest_checkpoint
 from rlexp.cluster import mpiexec_placement, resolve_nodes
 from rlexp.config import CONFIG_FILE, load_config, register_resolvers
 from rlexp.display import epochs
-from rlexp.errors import RLExpError, report, user_error
+from rlexp.errors import JobFailed, RLExpError, report, user_error
 from rlexp.fileio import atomic_write_bytes
 from rlexp.logger import colorize
 from rlexp.mpirun import find_mpiexec, run_mpi
@@ -161,9 +161,26 @@ def launch(hydra_cfg: DictConfig) -> float | None:
         hand_over(exc.signum)  # under submitit: its handler requeues the job
     except RLExpError as exc:
         sweep = hc.mode == RunMode.MULTIRUN
-        report(exc, f"job {hc.job.num} ({' '.join(hc.overrides.task)})" if sweep else "")
+        context = f"job {hc.job.num} ({' '.join(hc.overrides.task)})" if sweep else ""
+        report(exc, context)
+        if sweep and local_launcher(hc):  # the sweep goes on and names the job in its summary
+            raise JobFailed(f"{context}: {exc}", exc.exit_code) from None
         raise SystemExit(exc.exit_code) from None
     return None
+
+
+def local_launcher(hc: Any) -> bool:
+    """Whether the sweep's jobs run on this machine (Hydra's basic launcher, or the parallel one),
+    where a failed job hands its error back to the sweep (:class:`rlexp.errors.JobFailed`). A SLURM
+    job instead exits with the error's status and its line in its log."""
+    target = str(hc.launcher.get("_target_", ""))
+    return "BasicLauncher" in target or "JoblibLauncher" in target
+
+
+def in_sweep() -> bool:
+    """Whether this process runs a job of a ``--multirun`` sweep (whose summary gives the commands to
+    plot and compare its runs)."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def run_job(hydra_cfg: DictConfig, run_dir: Path, overrides: list[str], jobs: int = 1) -> float | None:
@@ -325,5 +342,6 @@ def _train(cfg: RLExpConfig, run_dir: Path, stop: StopRequest) -> None:
     print(colorize(f"Run finished: {run_dir}", "green", bold=True))
     if reason is not None:
         print(f"  early:       {reason}")
-    print(f"  plot it:     python -m rlexp.plot {run_dir}")
-    print(f"  watch it:    python -m rlexp.test_policy {run_dir}")
+    if not in_sweep():  # a sweep ends with the commands for all its runs
+        print(f"  plot it:     python -m rlexp.plot {run_dir}")
+        print(f"  watch it:    python -m rlexp.test_policy {run_dir}")

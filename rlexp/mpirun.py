@@ -27,8 +27,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from rlexp.cluster import mpiexec_placement, resolve_nodes, slurm_environment
+from rlexp.display import line_prefix
 from rlexp.errors import RLExpError, WorkerError
 from rlexp.logger import use_color
 from rlexp.schema import CommConfig, RLExpConfig
@@ -139,9 +141,19 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path, stop: StopRequest, allow_env_import
     nodes = resolve_nodes(cfg.comm)
     cmd = mpiexec_command(cfg, find_mpiexec(cfg.comm), run_dir, allow_env_import, nodes)
     # A session of its own: a terminal's Ctrl-C or hang-up reaches the ranks only through this process.
+    # The ranks' output goes to this process's stdout and stderr as they are, or through them where
+    # they label each line (the jobs of a parallel sweep: rlexp.display.prefixed_output).
+    labelled = line_prefix(sys.stdout) is not None
+    pipe = subprocess.PIPE if labelled else None
     proc = subprocess.Popen(
-        cmd, env=mpi_environment(cfg, nodes), start_new_session=True, preexec_fn=_die_with_parent
+        cmd,
+        env=mpi_environment(cfg, nodes),
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+        stdout=pipe,
+        stderr=pipe,
     )
+    pumps = [_pump(proc.stdout, sys.stdout), _pump(proc.stderr, sys.stderr)] if labelled else []
     forwarded = False
     try:
         while True:
@@ -158,6 +170,8 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path, stop: StopRequest, allow_env_import
         raise
     finally:
         shutil.rmtree(run_dir / READY_DIR, ignore_errors=True)
+        for pump in pumps:
+            pump.join(timeout=5)  # the ranks' last lines
     if rc != 0:
         status = 128 - rc if rc < 0 else rc  # killed by a signal: the shell's convention, 128 + signal
         error = WorkerError(
@@ -166,6 +180,19 @@ def run_mpi(cfg: RLExpConfig, run_dir: Path, stop: StopRequest, allow_env_import
         )
         error.exit_code = status
         raise error
+
+
+def _pump(source: Any, sink: Any) -> threading.Thread:
+    """A daemon thread that copies the lines of the pipe ``source`` (bytes) to the text stream ``sink``."""
+
+    def copy() -> None:
+        for line in iter(source.readline, b""):
+            sink.write(line.decode(errors="replace"))
+        source.close()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
 
 
 def end(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import composed, run_cli
 
 
@@ -86,3 +88,74 @@ def test_the_slurm_launcher_without_slurm_is_one_line_and_writes_nothing(tmp_pat
             "the jobs here; nothing was started"
         ]
         assert not sweep.exists()
+
+
+def test_a_sweep_ends_with_its_summary_and_a_failed_job_does_not_stop_the_others(tmp_path):
+    """Job 0 fails with a user error after training (score.column names no column); job 1 still runs.
+    The sweep ends with its directory, the counts and the commands for all its runs (the jobs print no
+    commands of their own), then one line naming the failed job, with that job's exit status."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", f"hydra.sweep.dir={sweep}", "score.column=Foo,AverageEpRet", "algo.epochs=1",
+        "algo.steps_per_epoch=200", "logger.console=quiet",
+    )  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert (
+        sweep / "1_score.column=AverageEpRet" / "progress.txt"
+    ).is_file()  # the job after the failed one ran
+    assert "watch it:" not in res.stdout and "plot it:" not in res.stdout.split("Sweep ended")[0]
+    assert res.stdout.splitlines()[-3:] == [
+        f"Sweep ended: {sweep} (2 runs: 1 finished, 1 failed)",
+        f"  plot it:     python -m rlexp.plot {sweep} --table",
+        f"  compare it:  python -m rlexp.compare {sweep}",
+    ]
+    errors = res.stderr.splitlines()
+    assert (
+        errors[0].startswith("rlexp: error: job 0 (score.column=Foo ") and "score.column='Foo'" in errors[0]
+    )
+    assert errors[1:] == ["rlexp: error: 1 of the sweep's 2 runs failed (job 0; each one's line is above)"]
+
+
+def test_jobs_that_run_at_once_label_every_line_and_print_whole_tables(tmp_path):
+    """hydra/launcher=parallel: each line of a job (its tables, its closing line) starts with [job N], and
+    an epoch table is never cut by the other job's lines. The sweep's summary is its own."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", "hydra/launcher=parallel", f"hydra.sweep.dir={sweep}", "seed=0,1", "algo.epochs=2",
+        "algo.steps_per_epoch=200", "algo.train_pi_iters=2", "algo.train_v_iters=2",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    assert lines[-3:] == [
+        f"Sweep finished: {sweep} (2 runs: 2 finished)",
+        f"  plot it:     python -m rlexp.plot {sweep} --table",
+        f"  compare it:  python -m rlexp.compare {sweep}",
+    ]
+    jobs = [ln for ln in lines[:-3] if "[HYDRA]" not in ln]
+    assert jobs and all(ln.startswith(("[job 0] ", "[job 1] ")) for ln in jobs), jobs
+    for job in (0, 1):
+        assert f"[job {job}] Run finished: {sweep / f'{job}_seed={job}'}" in jobs
+    tables = 0
+    for i, line in enumerate(jobs):
+        if line.split("] ", 1)[1].startswith("|") and "Epoch |" in line:  # a table's first row
+            prefix = line.split("] ", 1)[0]
+            body = jobs[i - 1 : i + 26]  # its top rule, its rows and its bottom rule
+            assert all(ln.startswith(prefix + "] ") for ln in body), body
+            assert body[0].endswith("-" * 30) and body[-1].endswith("-" * 30), body
+            tables += 1
+    assert tables == 4  # 2 jobs x 2 epochs
+
+
+@pytest.mark.mpi
+def test_the_mpi_ranks_lines_of_a_parallel_job_are_labelled_too(tmp_path):
+    """Rank 0 prints the epochs of a comm.procs=2 run through mpiexec: the job passes its lines on with
+    its label."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", "hydra/launcher=parallel", "hydra.launcher.n_jobs=1", f"hydra.sweep.dir={sweep}",
+        "seed=0", "comm.procs=2", "algo.epochs=2", "algo.steps_per_epoch=200", "logger.console=line",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    epochs = [ln for ln in res.stdout.splitlines() if "Epoch " in ln and "TotalEnvInteracts" in ln]
+    assert len(epochs) == 2 and all(ln.startswith("[job 0] Epoch ") for ln in epochs), res.stdout
+    assert f"[job 0] Logging data to {sweep / '0'}/progress.txt" in res.stdout.splitlines()

@@ -9,19 +9,25 @@ that varied. This sweeper does both on top of Hydra's cartesian-product sweeper:
   before the launcher starts any job, so a bad value in one combination stops the whole sweep with
   one line naming the value and the job, and nothing is written or submitted;
 - job directories are named by the swept keys only (``3_algo.lr=0.001,seed=1``): the keys that all
-  jobs share are left out of ``hydra.job.override_dirname``.
+  jobs share are left out of ``hydra.job.override_dirname``;
+- a job that fails with a user error (its one line printed) does not stop the others; the sweep ends
+  with its directory, how many runs finished and failed, and the commands to plot and compare them,
+  and exits with the failed job's status.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import HydraContext
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlexp.errors import RLExpError
 
@@ -47,7 +53,29 @@ class RLExpSweeper(BasicSweeper):
         if self.check_jobs(jobs):
             report_dry_run(self.config, jobs)
             return []
-        return super().sweep(arguments)
+        returns = self._launch_all(arguments)
+        report_sweep(str(self.config.hydra.sweep.dir), [r for batch in returns for r in batch])
+        return returns
+
+    def _launch_all(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
+        """BasicSweeper.sweep without its stop at the first failed batch: every job runs, a failed one
+        keeps its error in its JobReturn (read by :func:`report_sweep`)."""
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        self.overrides = self.split_arguments(
+            parser.parse_overrides([*self._parse_config(), *arguments]), self.max_batch_size
+        )
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")  # as Hydra's sweeper does
+        returns: list[Sequence[JobReturn]] = []
+        done = 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            self.validate_batch_is_legal(batch)
+            returns.append(self.launcher.launch(batch, initial_job_idx=done))
+            done += len(batch)
+        return returns
 
     def _name_by_swept_keys(self, fixed: list[str]) -> None:
         assert self.config is not None
@@ -117,6 +145,39 @@ def check_jobs(
         except RLExpError as exc:
             raise RLExpError(f"sweep {what} {num} ({' '.join(job)}): {exc}; nothing was started") from None
     return dry
+
+
+def report_sweep(sweep_dir: str, returns: list[JobReturn]) -> None:
+    """The end of a sweep: its directory, how many runs finished and failed, the commands to plot and
+    compare them. Raises the first failure afterwards: a job's user error (:class:`JobFailed`, already
+    printed by the job) as one line naming the failed jobs, anything else (a bug) as it was."""
+    from rlexp.errors import JobFailed
+    from rlexp.logger import colorize
+
+    failed = [(num, r) for num, r in enumerate(returns) if r.status == JobStatus.FAILED]
+    counts = f"{len(returns) - len(failed)} finished" + (f", {len(failed)} failed" if failed else "")
+    head = "Sweep finished" if not failed else "Sweep ended"
+    print(
+        colorize(
+            f"{head}: {sweep_dir} ({len(returns)} runs: {counts})",
+            "green" if not failed else "red",
+            bold=True,
+        )
+    )
+    print(f"  plot it:     python -m rlexp.plot {sweep_dir} --table")
+    print(f"  compare it:  python -m rlexp.compare {sweep_dir}", flush=True)
+    if not failed:
+        return
+    errors = [r._return_value for _, r in failed]
+    bug = next((e for e in errors if not isinstance(e, JobFailed)), None)
+    if bug is not None:
+        raise bug
+    jobs = ", ".join(f"job {num}" for num, _ in failed)
+    error = RLExpError(
+        f"{len(failed)} of the sweep's {len(returns)} runs failed ({jobs}; each one's line is above)"
+    )
+    error.exit_code = errors[0].exit_code
+    raise error
 
 
 def report_dry_run(config: DictConfig, jobs: list[list[str]], what: str = "job", runs: str = "") -> None:
