@@ -42,6 +42,16 @@ def assert_same_params(torch_learner, tf_learner, rtol: float = RTOL, atol: floa
             np.testing.assert_allclose(p.detach().numpy(), q, rtol=rtol, atol=atol, err_msg=f"{name}[{i}]")
 
 
+def assert_same_buffers(torch_learner, tf_learner, rtol: float = RTOL, atol: float = ATOL) -> None:
+    """The modules' saved state that is not trained (CrossQ's running statistics and step counts)."""
+    tf_buffers = tf_learner.get_buffers()
+    for name, module in torch_learner.modules().items():
+        ours = [b.numpy() for b in module.buffers()]
+        assert len(ours) == len(tf_buffers.get(name, [])), name
+        for i, (a, b) in enumerate(zip(ours, tf_buffers.get(name, []), strict=True)):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"{name} buffer {i}")
+
+
 def assert_same_stats(a: dict, b: dict, rtol: float = RTOL) -> None:
     assert set(a) == set(b)
     for k in a:
@@ -137,20 +147,45 @@ def off_policy_batch(n: int = 64) -> dict:
         ("td3", []),
         ("sac", []),
         ("sac", ["algo.autotune_alpha=true"]),
+        ("tqc", []),
+        ("tqc", ["algo.autotune_alpha=false", "algo.n_critics=3", "algo.drop_per_critic=0"]),
+        # CrossQ with tanh: with ReLU, a unit active on the whole batch passes its bias on unchanged, the
+        # next batch renormalisation subtracts it again, and its gradient is rounding noise (~1e-8), which
+        # Adam's first steps turn into steps of +-lr whose sign differs between the backends. The critics
+        # wider than the policy; r and d in use from each layer's second training step.
+        ("crossq", ["network.activation=tanh", "algo.critic_width=48", "algo.renorm_warmup=1"]),
+        (
+            "crossq",
+            [
+                "network.activation=tanh",
+                "algo.critic_width=40",
+                "algo.autotune_alpha=false",
+                "algo.policy_delay=1",
+            ],
+        ),
     ],
-    ids=["ddpg", "td3", "sac", "sac-autotune"],
+    ids=[
+        "ddpg",
+        "td3",
+        "sac",
+        "sac-autotune",
+        "tqc",
+        "tqc-3-critics-fixed-alpha",
+        "crossq",
+        "crossq-no-delay",
+    ],
 )
 def test_off_policy_update_parity(algo, overrides):
     t, f = pair(algo, BOX, *overrides)
     obs = np.random.default_rng(5).uniform(-1, 1, 5).astype(np.float32)
-    for step in range(3):  # TD3: policy and targets move on updates 0 and 2 only
+    for step in range(4):  # TD3: policy and targets move on updates 0 and 2 only; CrossQ on 0 and 3
         batch = off_policy_batch()
         batch = {
             k: v
             for k, v in batch.items()
             if k in ("obs", "obs2", "act", "rew", "done")
             or (algo == "td3" and k == "target_noise")
-            or (algo == "sac" and k in ("noise", "noise2"))
+            or (algo in ("sac", "tqc", "crossq") and k in ("noise", "noise2"))
         }
         # TF acts in numpy on a weight snapshot taken lazily: acting first caches it, and an update
         # that moves the policy must make the next act see the new weights
@@ -158,6 +193,7 @@ def test_off_policy_update_parity(algo, overrides):
         st, sf = t.update(dict(batch)), f.update(dict(batch))
         assert_same_stats(st, sf)
         assert_same_params(t, f)
+        assert_same_buffers(t, f)
         assert ("LossPi" in st) == ("LossPi" in sf), step
         np.testing.assert_allclose(f.act(obs), t.act(obs), rtol=RTOL, atol=ATOL)
 

@@ -86,7 +86,7 @@ class OffPolicyConfig(AlgoConfig):
         super().validate(procs)
         n = self.name
         check(
-            0.0 <= self.polyak <= 1.0,
+            self.polyak is None or 0.0 <= self.polyak <= 1.0,  # None: no target networks (CrossQ)
             f"algo.polyak={self.polyak} is out of range for {n}; use 0 <= polyak <= 1",
         )
         check(

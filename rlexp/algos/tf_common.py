@@ -140,15 +140,30 @@ class TFLearner(Learner):
                 v.assign(np.asarray(value, dtype=np.float32).reshape(v.shape))
         self.refresh()
 
+    def get_buffers(self) -> dict[str, list[np.ndarray]]:
+        """The modules' saved state that is not trained (:meth:`rlexp.nn.tf.Module.buffers`: CrossQ's
+        running statistics), in torch's state_dict order; only modules that have some."""
+        return {k: [v.numpy() for v in m.buffers()] for k, m in self.modules().items() if m.buffers()}
+
+    def set_buffers(self, buffers: dict[str, list[np.ndarray]]) -> None:
+        for k, m in self.modules().items():
+            for v, value in zip(m.buffers(), buffers[k] if m.buffers() else [], strict=True):
+                v.assign(np.asarray(value, dtype=v.dtype.as_numpy_dtype).reshape(v.shape))
+        self.refresh()
+
     def library_state(self) -> dict[str, Any]:
-        return {
+        state = {
             "modules": self.get_weights(),
             "optimizers": {k: [s.numpy() for s in o.slots] for k, o in self.optimizers().items()},
             self.RNG_KEY: self.gen.state.numpy(),
         }
+        buffers = self.get_buffers()
+        return {**state, "buffers": buffers} if buffers else state
 
     def load_library_state(self, state: dict[str, Any]) -> None:
         self.set_weights(state["modules"])
+        if self.get_buffers():
+            self.set_buffers(state["buffers"])
         for k, o in self.optimizers().items():
             for s, value in zip(o.slots, state["optimizers"][k], strict=True):
                 s.assign(value)

@@ -49,8 +49,10 @@ class FusedAdam(torch.optim.Adam):
     values; the same kernel with the same arguments, so the same numbers and the same state_dict.
     """
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, eps: float) -> None:
-        super().__init__(list(params), lr=lr, eps=eps, fused=True)
+    def __init__(
+        self, params: Iterable[torch.Tensor], lr: float, eps: float, betas: tuple[float, float] = (0.9, 0.999)
+    ) -> None:
+        super().__init__(list(params), lr=lr, eps=eps, betas=betas, fused=True)
         self._tensors: tuple[list[torch.Tensor], ...] | None = None
 
     def step(self, closure: Any = None) -> Any:  # type: ignore[override]
@@ -156,9 +158,11 @@ def rmsprop(params: Iterable[torch.Tensor], lr: float, alpha: float, eps: float)
     return CenteredRMSprop(params, lr=lr, alpha=alpha, eps=eps)
 
 
-def adam(params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
+def adam(
+    params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8, betas: tuple[float, float] = (0.9, 0.999)
+) -> torch.optim.Adam:
     """Adam for rlexp's learners: :class:`FusedAdam`."""
-    return FusedAdam(params, lr=lr, eps=eps)
+    return FusedAdam(params, lr=lr, eps=eps, betas=betas)
 
 
 def flatten_(params: list[torch.nn.Parameter], grads: bool = True) -> torch.Tensor:

@@ -47,3 +47,16 @@ def avg_grads(grads: Sequence[tf.Tensor], extras: Sequence[tf.Tensor] = ()) -> l
         out.append(tf.reshape(flat[offset : offset + n], t.shape))
         offset += n
     return out
+
+
+def average_variables(variables: Sequence[tf.Variable]) -> None:
+    """Set each variable to its mean over ranks (outside compiled code): one allreduce of all of them
+    concatenated (CrossQ's running statistics after each update). Nothing with one rank."""
+    if num_procs() == 1 or not variables:
+        return
+    flat = _allreduce_mean(np.concatenate([v.numpy().reshape(-1) for v in variables]))
+    offset = 0
+    for v in variables:
+        n = int(np.prod(v.shape))
+        v.assign(flat[offset : offset + n].reshape(v.shape))
+        offset += n

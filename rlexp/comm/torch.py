@@ -61,3 +61,14 @@ def avg_grads(params: Iterable[torch.Tensor], extras: Sequence[float] = ()) -> l
     n = len(flat) - len(extras)
     _unflat(flat[:n], grads)  # the existing grads are written in place; the stand-in zeros are dropped
     return [float(x) for x in flat[n:]]
+
+
+def average_(tensors: Sequence[torch.Tensor]) -> None:
+    """Replace each tensor's values by their mean over ranks, in place: one allreduce of all of them
+    concatenated (CrossQ's running statistics after each update). Nothing with one rank."""
+    if num_procs() == 1 or not tensors:
+        return
+    flat = np.ascontiguousarray(_flat(list(tensors)))
+    allreduce_(flat)
+    flat /= num_procs()
+    _unflat(flat, list(tensors))

@@ -22,6 +22,31 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 # latent^2 @ exp(log_std)^2, on every backend (SB3's StateDependentNoiseDistribution epsilon).
 SDE_EPS = 1e-6
 
+
+# CrossQ's batch renormalisation (Ioffe 2017), on every backend (nn/torch.py, nn/tf.py: ``BatchRenorm``).
+@dataclass(frozen=True)
+class Renorm:
+    """The settings of a batch renormalisation layer: while training, a layer normalises each feature by
+    its minibatch mean and std and corrects them toward its running statistics by ``r`` and ``d``
+    (``y = (x - mean_B) / std_B * r + d``, then ``scale * y + bias``); in evaluation it normalises by the
+    running statistics alone, frozen.
+
+    :ivar momentum: the weight of each training batch in the running statistics
+        (``running <- running + momentum * (batch - running)``; flax's and SBX's ``1 - momentum``).
+    :ivar eps: added to every variance before its square root.
+    :ivar warmup: the layer's training steps during which r = 1 and d = 0 (plain batch normalisation,
+        while the running statistics settle); from then on r and d correct the batch statistics.
+    :ivar rmax: r is clipped to [1 / rmax, rmax] ...
+    :ivar dmax: ... and d to [-dmax, dmax] (the paper's final bounds, as SBX and sb3-contrib use them).
+    """
+
+    momentum: float = 0.01
+    eps: float = 0.001
+    warmup: int = 100_000
+    rmax: float = 3.0
+    dmax: float = 5.0
+
+
 # How observations reach the MLP heads (config check: network.encoder): ``mlp`` feeds the flat
 # observation vector as it is; ``nature_cnn`` encodes image observations with the CNN of Mnih et al.
 # (2015) into NATURE_CNN_FEATURES features; ``minatar_cnn`` encodes MinAtar's small 0/1 images with the

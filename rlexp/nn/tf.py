@@ -33,6 +33,7 @@ from rlexp.nn import (
     NATURE_CNN_FEATURES,
     SDE_EPS,
     Image,
+    Renorm,
     Sequences,
     minatar_cnn_features,
     nature_cnn_output,
@@ -65,6 +66,11 @@ class Module(tf.Module):
 
     def parameters(self) -> list[tf.Variable]:
         raise NotImplementedError
+
+    def buffers(self) -> list[tf.Variable]:
+        """State that is not trained but saved, in the order of torch's state_dict buffers (the running
+        statistics of :class:`BatchRenorm`); none here."""
+        return []
 
     def encoder_parameters(self) -> list[tf.Variable]:
         """The encoder's variables (none without one)."""
@@ -555,8 +561,124 @@ class DeterministicActor(Module):
         return self.pi(self.encode(obs))
 
 
+class BatchRenorm(Module):
+    """Batch renormalisation (Ioffe 2017), as rlexp/nn/torch.py's (the same equations, parameters
+    ``scale``, ``bias`` and buffers ``running_mean``, ``running_var``, ``steps``): with ``train`` the
+    batch's statistics corrected by r and d after the warm-up, the running statistics updated; without,
+    the running statistics, frozen."""
+
+    def __init__(self, features: int, spec: Renorm) -> None:
+        super().__init__()
+        self.spec = spec
+        self.scale = tf.Variable(tf.ones([features]), name="scale")
+        self.bias = tf.Variable(tf.zeros([features]), name="bias")
+        self.running_mean = tf.Variable(tf.zeros([features]), trainable=False, name="running_mean")
+        self.running_var = tf.Variable(tf.ones([features]), trainable=False, name="running_var")
+        self.steps = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="steps")
+
+    def parameters(self) -> list[tf.Variable]:
+        return [self.scale, self.bias]
+
+    def buffers(self) -> list[tf.Variable]:
+        return [self.running_mean, self.running_var, self.steps]
+
+    def __call__(self, x: tf.Tensor, train: bool = False) -> tf.Tensor:
+        spec = self.spec
+        if not train:
+            return (x - self.running_mean) / tf.sqrt(self.running_var + spec.eps) * self.scale + self.bias
+        mean = tf.reduce_mean(x, axis=0)
+        var = tf.reduce_mean(tf.square(x - mean), axis=0)
+        std = tf.sqrt(var + spec.eps)
+        running_std = tf.sqrt(self.running_var + spec.eps)
+        warm = self.steps >= spec.warmup
+        r = tf.stop_gradient(tf.clip_by_value(std / running_std, 1 / spec.rmax, spec.rmax))
+        d = tf.stop_gradient(
+            tf.clip_by_value((mean - self.running_mean) / running_std, -spec.dmax, spec.dmax)
+        )
+        r, d = tf.where(warm, r, tf.ones_like(r)), tf.where(warm, d, tf.zeros_like(d))
+        self.running_mean.assign_add(spec.momentum * (tf.stop_gradient(mean) - self.running_mean))
+        self.running_var.assign_add(spec.momentum * (tf.stop_gradient(var) - self.running_var))
+        self.steps.assign_add(1)
+        return ((x - mean) / std * r + d) * self.scale + self.bias
+
+    def folded(self) -> tuple[np.ndarray, np.ndarray]:
+        """(s, t) with ``self(x) = x * s + t`` in evaluation, as float64 numpy (for acting in numpy)."""
+        s = self.scale.numpy().astype(np.float64) / np.sqrt(
+            self.running_var.numpy().astype(np.float64) + self.spec.eps
+        )
+        return s, self.bias.numpy().astype(np.float64) - self.running_mean.numpy() * s
+
+
+def fold_into(norm: BatchRenorm, layer: Linear) -> tuple[np.ndarray, np.ndarray]:
+    """``layer(norm(x))`` in evaluation as one linear layer's (W, b), float64 numpy."""
+    s, t = norm.folded()
+    w = layer.weight.numpy().astype(np.float64)
+    return w * s, layer.bias.numpy() + w @ t
+
+
+class RenormMLP(Module):
+    """rlexp/nn/torch.py's RenormMLP: a :class:`BatchRenorm` before each :class:`Linear` (``layers``
+    alternates them), ``activation`` after each Linear but the last (``output_activation``), and with
+    ``norm_output`` a last BatchRenorm."""
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        activation: str,
+        spec: Renorm,
+        rng: np.random.Generator,
+        output_activation: str = "identity",
+        norm_output: bool = False,
+    ) -> None:
+        super().__init__()
+        self.layers: list[Module] = []
+        for i in range(len(sizes) - 1):
+            self.layers += [BatchRenorm(sizes[i], spec), Linear(sizes[i], sizes[i + 1], rng)]
+        if norm_output:
+            self.layers.append(BatchRenorm(sizes[-1], spec))
+        self.act, self.out_act = ACTIVATIONS[activation], ACTIVATIONS[output_activation]
+        self.n_linear = len(sizes) - 1
+
+    def parameters(self) -> list[tf.Variable]:
+        return [v for m in self.layers for v in m.parameters()]
+
+    def buffers(self) -> list[tf.Variable]:
+        return [v for m in self.layers for v in m.buffers()]
+
+    def __call__(self, x: tf.Tensor, train: bool = False) -> tf.Tensor:
+        i = 0
+        for m in self.layers:
+            if isinstance(m, BatchRenorm):
+                x = m(x, train)
+            else:
+                x = m(x)
+                x = self.act(x) if i < self.n_linear - 1 else self.out_act(x)
+                i += 1
+        return x
+
+    def folded_layers(self) -> Layers:
+        """The Linear layers with the BatchRenorm before each folded in (evaluation), for acting in numpy;
+        a last BatchRenorm (``norm_output``) is left to :meth:`output_norm`."""
+        pairs = zip(
+            self.layers[0 : 2 * self.n_linear : 2], self.layers[1 : 2 * self.n_linear : 2], strict=True
+        )
+        return [fold_into(norm, layer) for norm, layer in pairs]  # type: ignore[arg-type]
+
+    def output_norm(self) -> BatchRenorm | None:
+        """The BatchRenorm after the last activation (``norm_output``), else None."""
+        last = self.layers[-1] if self.layers else None
+        return last if isinstance(last, BatchRenorm) and len(self.layers) > 2 * self.n_linear else None
+
+
+def renorm_buffers(*modules: Module) -> list[tf.Variable]:
+    """The running means and variances of every BatchRenorm of ``modules`` (averaged over ranks)."""
+    return [v for m in modules for v in m.buffers() if v.dtype == tf.float32]
+
+
 class QFunction(Module):
-    """Q(s, a) from an MLP over the concatenated observation (its encoder's features) and action."""
+    """Q(s, a) from an MLP over the concatenated observation (its encoder's features) and action, as
+    rlexp/nn/torch.py's (``outputs`` > 1: TQC's quantiles on the last axis; ``renorm``: CrossQ's
+    :class:`RenormMLP`)."""
 
     def __init__(
         self,
@@ -566,16 +688,67 @@ class QFunction(Module):
         activation: str,
         rng: np.random.Generator,
         image: Image | None = None,
+        outputs: int = 1,
+        renorm: Renorm | None = None,
     ) -> None:
         super().__init__()
         self.encoder, n_in = encoder(obs_dim, image, rng)
-        self.q = mlp([n_in + act_dim, *hidden_sizes, 1], activation, rng)
+        sizes = [n_in + act_dim, *hidden_sizes, outputs]
+        self.q: MLP | RenormMLP = (
+            mlp(sizes, activation, rng) if renorm is None else RenormMLP(sizes, activation, renorm, rng)
+        )
+        self.squeeze = outputs == 1
 
     def parameters(self) -> list[tf.Variable]:
         return [*self.encoder_parameters(), *self.q.parameters()]
 
+    def buffers(self) -> list[tf.Variable]:
+        return self.q.buffers()
+
+    def __call__(self, obs: tf.Tensor, act: tf.Tensor, train: bool = False) -> tf.Tensor:
+        x = tf.concat([self.encode(obs), act], axis=-1)
+        q = self.q(x, train) if isinstance(self.q, RenormMLP) else self.q(x)
+        return tf.squeeze(q, -1) if self.squeeze else q
+
+
+class QuantileCritics(Module):
+    """TQC's critics, as rlexp/nn/torch.py's: ``n_critics`` :class:`QFunction` with ``n_quantiles``
+    outputs each, returned as (batch, n_critics, n_quantiles)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        n_critics: int,
+        n_quantiles: int,
+        rng: np.random.Generator,
+        image: Image | None = None,
+    ) -> None:
+        super().__init__()
+        self.nets = [
+            QFunction(obs_dim, act_dim, hidden_sizes, activation, rng, image, outputs=n_quantiles)
+            for _ in range(n_critics)
+        ]
+
+    def parameters(self) -> list[tf.Variable]:
+        return [v for net in self.nets for v in net.parameters()]
+
     def __call__(self, obs: tf.Tensor, act: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(self.q(tf.concat([self.encode(obs), act], axis=-1)), -1)
+        return tf.stack([net(obs, act) for net in self.nets], axis=-2)
+
+
+def quantile_huber_loss(current: tf.Tensor, target: tf.Tensor, sum_over_quantiles: bool = False) -> tf.Tensor:
+    """rlexp/nn/torch.py's quantile Huber loss (kappa 1): estimates ``current`` (..., n) at the levels
+    (2i + 1) / (2n) against the target samples ``target`` (..., m), which carry no gradient."""
+    n = current.shape[-1]
+    tau = (tf.range(n, dtype=current.dtype) + 0.5) / n
+    delta = tf.stop_gradient(target)[..., None, :] - current[..., :, None]  # (..., n, m)
+    abs_delta = tf.abs(delta)
+    huber = tf.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * tf.square(delta))
+    loss = tf.abs(tau[:, None] - tf.cast(tf.stop_gradient(delta) < 0, delta.dtype)) * huber
+    return tf.reduce_mean(tf.reduce_sum(loss, axis=-2)) if sum_over_quantiles else tf.reduce_mean(loss)
 
 
 class SquashedGaussianActor(Module):
@@ -592,10 +765,16 @@ class SquashedGaussianActor(Module):
         activation: str,
         rng: np.random.Generator,
         image: Image | None = None,
+        renorm: Renorm | None = None,
     ) -> None:
         super().__init__()
         self.encoder, n_in = encoder(obs_dim, image, rng)
-        self.net = mlp([n_in, *hidden_sizes], activation, rng, activation)
+        sizes = [n_in, *hidden_sizes]
+        self.net: MLP | RenormMLP = (
+            mlp(sizes, activation, rng, activation)
+            if renorm is None
+            else RenormMLP(sizes, activation, renorm, rng, activation, norm_output=True)
+        )
         # no hidden layer: a policy linear in the encoder's output
         features = hidden_sizes[-1] if hidden_sizes else n_in
         self.mu_layer = Linear(features, act_dim, rng)
@@ -609,13 +788,31 @@ class SquashedGaussianActor(Module):
             *self.log_std_layer.parameters(),
         ]
 
+    def buffers(self) -> list[tf.Variable]:
+        return self.net.buffers()
+
+    def trunk(self) -> Layers:
+        """The hidden layers' (weight, bias) as numpy arrays (for acting in numpy; CrossQ's with the
+        batch renormalisation before each folded in)."""
+        if isinstance(self.net, RenormMLP):
+            return self.net.folded_layers()
+        return linear_layers(self.net)
+
     def heads(self) -> Layers:
-        """The two output layers' (weight, bias) as numpy arrays (for acting in numpy)."""
+        """The two output layers' (weight, bias) as numpy arrays (for acting in numpy; CrossQ's with the
+        trunk's last batch renormalisation folded in)."""
+        norm = self.net.output_norm() if isinstance(self.net, RenormMLP) else None
+        if norm is not None:
+            return [fold_into(norm, d) for d in (self.mu_layer, self.log_std_layer)]
         return [(d.weight.numpy(), d.bias.numpy()) for d in (self.mu_layer, self.log_std_layer)]
 
-    def __call__(self, obs: tf.Tensor, noise: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
-        """(action in [-1, 1], log pi(action | obs)) for the standard normal draw ``noise``; None: the mean."""
-        h = self.net(self.encode(obs))
+    def __call__(
+        self, obs: tf.Tensor, noise: tf.Tensor | None, train: bool = False
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """(action in [-1, 1], log pi(action | obs)) for the standard normal draw ``noise``; None: the mean.
+        ``train``: batch renormalisation with this batch's statistics (CrossQ's policy step)."""
+        x = self.encode(obs)
+        h = self.net(x, train) if isinstance(self.net, RenormMLP) else self.net(x)
         mu = self.mu_layer(h)
         log_std = tf.clip_by_value(self.log_std_layer(h), LOG_STD_MIN, LOG_STD_MAX)
         u = mu if noise is None else mu + tf.exp(log_std) * noise

@@ -29,6 +29,7 @@ from rlexp.nn import (
     NATURE_CNN_FEATURES,
     SDE_EPS,
     Image,
+    Renorm,
     Sequences,
     minatar_cnn_features,
     nature_cnn_output,
@@ -530,29 +531,105 @@ class DeterministicActor(nn.Module):
         return self.pi(self.encoder(obs))
 
 
-class QFunction(nn.Module):
-    """Q(s, a) from an MLP over the concatenated observation (its encoder's features) and action."""
+class BatchRenorm(nn.Module):
+    """Batch renormalisation (Ioffe 2017) of the features on the last axis, CrossQ's normalisation
+    (:class:`rlexp.nn.Renorm` holds its settings and says what it computes).
+
+    Training (``train=True``, a batch of rows): each feature is normalised by the batch's mean and
+    (biased) std, ``y = (x - mean_B) / std_B * r + d`` with ``std_B = sqrt(var_B + eps)`` and the
+    correction factors ``r = clip(std_B / std_run, 1/rmax, rmax)``, ``d = clip((mean_B - mean_run) /
+    std_run, -dmax, dmax)`` taken without gradients (r = 1 and d = 0 during the first ``warmup`` training
+    steps: plain batch normalisation); then the running statistics move toward the batch's and the step
+    count rises. Evaluation (``train=False``, any leading shape): ``(x - mean_run) / std_run``, the running
+    statistics frozen. Either way the result is scaled by ``scale`` and shifted by ``bias`` (learned).
+
+    The running statistics and the step count are buffers: in the state_dict, hence in every checkpoint.
+    """
+
+    def __init__(self, features: int, spec: Renorm) -> None:
+        super().__init__()
+        self.spec = spec
+        self.scale = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+        self.register_buffer("running_mean", torch.zeros(features))
+        self.register_buffer("running_var", torch.ones(features))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
+        spec = self.spec
+        if not train:
+            return (x - self.running_mean) / torch.sqrt(self.running_var + spec.eps) * self.scale + self.bias
+        var, mean = torch.var_mean(x, dim=0, correction=0)
+        std = torch.sqrt(var + spec.eps)
+        with torch.no_grad():
+            running_std = torch.sqrt(self.running_var + spec.eps)
+            warm = self.steps >= spec.warmup  # a tensor: no host synchronisation on a GPU
+            r = torch.where(warm, (std / running_std).clamp(1 / spec.rmax, spec.rmax), 1.0)
+            d = torch.where(
+                warm, ((mean - self.running_mean) / running_std).clamp(-spec.dmax, spec.dmax), 0.0
+            )
+            self.running_mean.add_(mean - self.running_mean, alpha=spec.momentum)
+            self.running_var.add_(var - self.running_var, alpha=spec.momentum)
+            self.steps.add_(1)
+        return ((x - mean) / std * r + d) * self.scale + self.bias
+
+
+class RenormMLP(nn.Module):
+    """:func:`mlp`'s layers with a :class:`BatchRenorm` of each Linear's input before it (CrossQ's
+    networks, as SBX and sb3-contrib build them); with ``norm_output`` one more after the last
+    activation (the policy's trunk, whose output feeds its two heads). ``layers`` alternates
+    BatchRenorm and Linear modules; the activations follow each Linear.
+
+    :param spec: the normalisation's settings (:class:`rlexp.nn.Renorm`).
+    """
 
     def __init__(
         self,
-        obs_dim: int,
-        act_dim: int,
-        hidden_sizes: Sequence[int],
+        sizes: Sequence[int],
         activation: str,
-        image: Image | None = None,
+        spec: Renorm,
+        output_activation: str = "identity",
+        norm_output: bool = False,
     ) -> None:
         super().__init__()
-        self.encoder, n_in = encoder(obs_dim, image)
-        self.q = mlp([n_in + act_dim, *hidden_sizes, 1], activation)
+        modules: list[nn.Module] = []
+        for i in range(len(sizes) - 1):
+            modules += [BatchRenorm(sizes[i], spec), Linear(sizes[i], sizes[i + 1])]
+        if norm_output:
+            modules.append(BatchRenorm(sizes[-1], spec))
+        self.layers = nn.ModuleList(modules)
+        n = len(sizes) - 1
+        self.acts = [_activation(activation if i < n - 1 else output_activation) for i in range(n)]
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([self.encoder(obs), act], dim=-1)).squeeze(-1)
+    def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
+        acts = iter(self.acts)
+        for module in self.layers:
+            x = module(x, train) if isinstance(module, BatchRenorm) else next(acts)(module(x))
+        return x
+
+    def norms(self) -> list[BatchRenorm]:
+        """The BatchRenorm layers, first to last."""
+        return [m for m in self.layers if isinstance(m, BatchRenorm)]
 
 
-class SquashedGaussianActor(nn.Module):
-    """SAC's policy: u ~ N(mu(s), sigma(s)), a = tanh(u), with the tanh log-prob correction.
+def renorm_buffers(*modules: nn.Module) -> list[torch.Tensor]:
+    """The running means and variances of every :class:`BatchRenorm` in ``modules`` (what the ranks
+    average after each update; the step counts agree by themselves)."""
+    return [
+        t
+        for m in modules
+        for n in m.modules()
+        if isinstance(n, BatchRenorm)
+        for t in (n.running_mean, n.running_var)
+    ]
 
-    log sigma is clamped to [LOG_STD_MIN, LOG_STD_MAX] (Spinning Up's -20, 2).
+
+class QFunction(nn.Module):
+    """Q(s, a) from an MLP over the concatenated observation (its encoder's features) and action.
+
+    :param outputs: the MLP's outputs: 1 (a value, returned without its axis) or more (TQC's quantiles,
+        returned as the last axis).
+    :param renorm: CrossQ's batch renormalisation before each Linear (:class:`RenormMLP`); None: a plain MLP.
     """
 
     def __init__(
@@ -562,10 +639,91 @@ class SquashedGaussianActor(nn.Module):
         hidden_sizes: Sequence[int],
         activation: str,
         image: Image | None = None,
+        outputs: int = 1,
+        renorm: Renorm | None = None,
     ) -> None:
         super().__init__()
         self.encoder, n_in = encoder(obs_dim, image)
-        self.net = mlp([n_in, *hidden_sizes], activation, activation)
+        sizes = [n_in + act_dim, *hidden_sizes, outputs]
+        self.q = mlp(sizes, activation) if renorm is None else RenormMLP(sizes, activation, renorm)
+        self.squeeze = outputs == 1
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor, train: bool = False) -> torch.Tensor:
+        """Q(obs, act); ``train``: batch renormalisation with this batch's statistics (CrossQ's critic step)."""
+        x = torch.cat([self.encoder(obs), act], dim=-1)
+        q = self.q(x, train) if isinstance(self.q, RenormMLP) else self.q(x)
+        return q.squeeze(-1) if self.squeeze else q
+
+
+class QuantileCritics(nn.Module):
+    """TQC's critics (Kuznetsov et al. 2020): ``n_critics`` networks, each a :class:`QFunction` with
+    ``n_quantiles`` outputs, the atoms of its estimate of the return's distribution (quantiles at the
+    levels (2i + 1) / (2 n_quantiles)). Returns (batch, n_critics, n_quantiles)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        n_critics: int,
+        n_quantiles: int,
+        image: Image | None = None,
+    ) -> None:
+        super().__init__()
+        self.nets = nn.ModuleList(
+            QFunction(obs_dim, act_dim, hidden_sizes, activation, image, outputs=n_quantiles)
+            for _ in range(n_critics)
+        )
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        return torch.stack([net(obs, act) for net in self.nets], dim=-2)
+
+
+def quantile_huber_loss(
+    current: torch.Tensor, target: torch.Tensor, sum_over_quantiles: bool = False
+) -> torch.Tensor:
+    """The quantile regression loss with the Huber loss (kappa 1) of QR-DQN (Dabney et al. 2018) and TQC.
+
+    ``current``: (..., n) quantile estimates at the levels tau_i = (2i + 1) / (2n); ``target``: (..., m)
+    samples of the target distribution (its leading axes broadcast against ``current``'s). Every pair
+    (i, j) of estimate and target sample contributes ``|tau_i - 1{target_j < current_i}| * huber(target_j
+    - current_i)``; the loss is the mean over all pairs, or with ``sum_over_quantiles`` (QR-DQN) the sum
+    over i of the mean over everything else. The target carries no gradient.
+    """
+    n = current.shape[-1]
+    tau = (torch.arange(n, device=current.device, dtype=current.dtype) + 0.5) / n
+    delta = target.detach().unsqueeze(-2) - current.unsqueeze(-1)  # (..., n, m)
+    abs_delta = delta.abs()
+    huber = torch.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * delta**2)
+    loss = (tau[:, None] - (delta.detach() < 0).to(delta.dtype)).abs() * huber
+    return loss.sum(-2).mean() if sum_over_quantiles else loss.mean()
+
+
+class SquashedGaussianActor(nn.Module):
+    """SAC's policy: u ~ N(mu(s), sigma(s)), a = tanh(u), with the tanh log-prob correction.
+
+    log sigma is clamped to [LOG_STD_MIN, LOG_STD_MAX] (Spinning Up's -20, 2). With ``renorm`` (CrossQ)
+    the trunk is a :class:`RenormMLP` with a batch renormalisation of its output too, before the heads.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        image: Image | None = None,
+        renorm: Renorm | None = None,
+    ) -> None:
+        super().__init__()
+        self.encoder, n_in = encoder(obs_dim, image)
+        sizes = [n_in, *hidden_sizes]
+        self.net: nn.Module = (
+            mlp(sizes, activation, activation)
+            if renorm is None
+            else RenormMLP(sizes, activation, renorm, activation, norm_output=True)
+        )
         # no hidden layer: a policy linear in the encoder's output
         features = hidden_sizes[-1] if hidden_sizes else n_in
         self.mu_layer = Linear(features, act_dim)
@@ -577,9 +735,12 @@ class SquashedGaussianActor(nn.Module):
         deterministic: bool = False,
         with_logprob: bool = True,
         noise: torch.Tensor | None = None,
+        train: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(action in [-1, 1], log pi(action | obs) or None). ``noise``: the standard normal draw to use."""
-        h = self.net(self.encoder(obs))
+        """(action in [-1, 1], log pi(action | obs) or None). ``noise``: the standard normal draw to use;
+        ``train``: batch renormalisation with this batch's statistics (CrossQ's policy step)."""
+        x = self.encoder(obs)
+        h = self.net(x, train) if isinstance(self.net, RenormMLP) else self.net(x)
         mu = self.mu_layer(h)
         std = torch.exp(torch.clamp(self.log_std_layer(h), LOG_STD_MIN, LOG_STD_MAX))
         if deterministic:

@@ -1,0 +1,70 @@
+"""TQC in PyTorch (Kuznetsov et al. 2020; sb3-contrib's TQC update, in SAC's order of steps).
+
+Per gradient step: ``a' ~ pi(.|s')``; the target critics' atoms at (s', a') pooled, sorted and the
+largest ``drop_per_critic x n_critics`` dropped; target samples ``r + gamma (1 - d) (z - alpha log
+pi(a'|s'))``; one Adam step of all critics on the quantile Huber loss; SAC's policy step on the mean of
+all atoms, then its alpha step; then the polyak update of the target critics.
+"""
+
+from __future__ import annotations
+
+import torch
+from gymnasium import spaces
+
+from rlexp.algos.learner import Batch, Stats
+from rlexp.algos.sac.torch import SoftActorCritic
+from rlexp.algos.torch_common import adam
+from rlexp.nn.torch import QuantileCritics, SquashedGaussianActor, quantile_huber_loss
+from rlexp.schema import RLExpConfig
+from rlexp.seeding import RankSeeds
+
+
+class TQCLearner(SoftActorCritic):
+    """TQC update; see ``conf/algo/tqc.yaml`` for the hyperparameters."""
+
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        kw, algo = self.net_kwargs(), self.algo
+        dims = (self.obs_dim, self.act_dim)
+        with self.initialising():
+            self.pi = SquashedGaussianActor(*dims, **kw).to(self.device)
+            self.critics = QuantileCritics(
+                *dims, kw["hidden_sizes"], kw["activation"], algo.n_critics, algo.n_quantiles, kw["image"]
+            ).to(self.device)
+        self.sync(self.pi, self.critics)
+        self.critics_targ = self.target(self.critics)
+        self.q_params = list(self.critics.parameters())
+        self.q_flat, self.q_targ_flat = self.flat_group([self.critics], [self.critics_targ])
+        self.q_optimizer = adam([self.q_flat], algo.lr)
+        self.setup_policy(algo.lr)
+        self.kept = algo.kept_atoms()
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"pi": self.pi, "critics": self.critics, "critics_targ": self.critics_targ}
+
+    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
+        alpha, gamma = self.alpha, self.algo.gamma
+        quantiles = self.critics(batch["obs"], batch["act"])  # (batch, n_critics, n_quantiles)
+        with torch.no_grad():
+            a2, logp_a2 = self.pi(batch["obs2"], noise=self.draws(batch, "noise2"))
+            atoms = self.critics_targ(batch["obs2"], a2).flatten(1)  # all critics' atoms pooled
+            kept = torch.sort(atoms, dim=1).values[:, : self.kept]  # the largest dropped
+            target = batch["rew"][:, None] + gamma * (1 - batch["done"][:, None]) * (
+                kept - alpha * logp_a2[:, None]
+            )
+        loss_q = quantile_huber_loss(quantiles, target[:, None, :])
+        self.optimize(self.q_optimizer, loss_q)
+        stats: Stats = {"LossQ": loss_q, "QVals": quantiles.detach().mean((1, 2))}
+        if policy_step:  # always: TQC has no policy delay
+            stats.update(
+                self.policy_step(
+                    batch["obs"],
+                    self.draws(batch, "noise"),
+                    alpha,
+                    lambda o, a: self.critics(o, a).mean((1, 2)),
+                )
+            )
+            self.polyak_update([(self.q_flat, self.q_targ_flat)])
+        return stats
