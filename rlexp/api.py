@@ -190,14 +190,15 @@ def train(overrides: Sequence[str] = (), run_dir: str | os.PathLike | None = Non
     """
     from omegaconf import OmegaConf, open_dict
 
-    from rlexp.launch import run_job
+    from rlexp.launch import group_choices, run_job
     from rlexp.stopping import Stopped
 
     cfg = compose(overrides)
     where = cfg.get("resume") or run_dir or OmegaConf.select(cfg, "hydra.run.dir")
+    choices = group_choices(cfg.hydra.runtime.choices)
     with open_dict(cfg):
         del cfg["hydra"]  # what the task function of a command gets
     path = Path(os.fspath(where))
     with contextlib.suppress(Stopped):  # the run is saved and resumable: return it as it stands
-        run_job(cfg, path, [str(o) for o in overrides])
+        run_job(cfg, path, [str(o) for o in overrides], choices=choices)
     return load(path)

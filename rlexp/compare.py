@@ -9,9 +9,11 @@ sample-efficiency curves (the IQM of normalised scores against env steps).
 Runs and conditions. Runs are found as ``python -m rlexp.plot`` finds them (every directory holding a
 progress.txt at or below each LOGDIR; ``--select``/``--exclude`` filter them) and grouped into conditions
 the same way, by the overrides that differ between them, but for the seed and the env: the env is the
-task axis. A run's task is its ``env.id``, or the name of the env preset it was started with when that
-preset wraps the env (``env=CartPoleNoVel-v1``). Every condition must have runs on every task, the same
-number on each (its seeds), at least two.
+task axis. A config group is told apart by its preset (``algo=dqn`` and ``algo=rainbow`` are two
+conditions). A run's task is its ``env.id`` (``env=minatar`` alone: MinAtar/Breakout-v1), or the name
+of the env preset it was started with when that preset is a task of its own, an env id's name for a
+wrapped env (``env=CartPoleNoVel-v1``; :func:`rlexp.plot.env_task`). Every condition must have runs on
+every task, the same number on each (its seeds), at least two.
 
 Scores. A run's score is the mean of its last ``--last`` logged values of ``--value`` (Performance:
 AverageTestEpRet where the run evaluates, else AverageEpRet), normalised per task as
@@ -24,14 +26,17 @@ kept unless ``--force``): ``compare.md`` (per task the raw score of each conditi
 over seeds, and the aggregate metrics with their confidence intervals; the probabilities of improvement
 of ``--pairs``) and ``compare.csv`` (one row per condition and metric), and the figures
 ``aggregates``, ``performance_profile``, ``sample_efficiency`` and (with ``--pairs``)
-``probability_of_improvement`` as PNG, SVG or PDF (``--format``).
+``probability_of_improvement`` as PNG, SVG or PDF (``--format``). Every bootstrap, the bands of the
+figures included, is drawn from ``--seed``: the same runs give the same files.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +50,7 @@ from rlexp.plot import (
     check_columns,
     condition_order,
     default_dir,
+    env_task,
     find_runs,
     label_conditions,
     read_run,
@@ -73,17 +79,6 @@ class Comparison:
     raw: dict[str, np.ndarray]
     curves: dict[str, np.ndarray]
     steps: np.ndarray
-
-
-def task_of(run: Run) -> str:
-    """The run's task: its env.id, or the env preset it was started with when that preset wraps the env
-    under another name (``env=CartPoleNoVel-v1``: CartPole-v1 with a mask)."""
-    env = run.config.get("env") or {}
-    env_id = str(env.get("id", "?"))
-    preset = run.overrides.get("env")
-    if preset and "env.id" not in run.overrides and preset != env_id and env.get("wrappers"):
-        return preset
-    return env_id
 
 
 def load_scores(path: str | None) -> dict[str, dict[str, float]]:
@@ -130,11 +125,11 @@ def build(runs: list[Run], labels: list[str], args: argparse.Namespace, given: b
     import numpy as np
 
     check_columns(runs, [args.value, "TotalEnvInteracts"])
-    tasks = sorted({task_of(r) for r in runs})
+    tasks = sorted({env_task(r) for r in runs})
     conditions = condition_order(labels, given)
     by: dict[tuple[str, str], list[Run]] = {}
     for run, label in zip(runs, labels, strict=True):
-        by.setdefault((label, task_of(run)), []).append(run)
+        by.setdefault((label, env_task(run)), []).append(run)
     for cond in conditions:
         missing = [t for t in tasks if (cond, t) not in by]
         if missing:
@@ -192,15 +187,28 @@ def build(runs: list[Run], labels: list[str], args: argparse.Namespace, given: b
     return Comparison(tasks, conditions, scores, raw, curves, steps)
 
 
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """numpy's global random state seeded with ``seed``, and put back afterwards: rliable's stratified
+    bootstraps draw their resamples from it (``np.random.choice``; the ``random_state`` they take only
+    seeds arch's generator, which they do not use), so this is what makes them repeatable."""
+    import numpy as np
+
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
+
+
 def _intervals(data: dict, func: Any, reps: int, level: float, seed: int) -> tuple[dict, dict]:
     """rliable's point estimates of ``func`` per entry of ``data`` and their stratified-bootstrap CIs
     (``reps`` resamples, ``level`` percent, a fixed ``seed``: the same numbers every time)."""
-    import numpy as np
     from rliable import library as rly
 
-    return rly.get_interval_estimates(
-        data, func, reps=reps, confidence_interval_size=level / 100, random_state=np.random.RandomState(seed)
-    )
+    with _seeded(seed):
+        return rly.get_interval_estimates(data, func, reps=reps, confidence_interval_size=level / 100)
 
 
 def aggregates(comp: Comparison, reps: int, level: float, seed: int) -> tuple[dict, dict]:
@@ -347,8 +355,8 @@ def figures(
     out["aggregates"] = fig
     all_scores = np.concatenate([s.ravel() for s in comp.scores.values()])
     taus = np.linspace(min(0.0, float(all_scores.min())), max(1.0, float(all_scores.max())), 81)
-    profiles, profile_cis = rly.create_performance_profile(
-        comp.scores, taus, reps=args.reps, confidence_interval_size=args.ci / 100
+    profiles, profile_cis = _intervals(  # rliable's create_performance_profile, with the seed
+        comp.scores, lambda s: rly.score_distributions(s, taus), args.reps, args.ci, args.seed
     )
     fig, ax = plt.subplots(figsize=(7, 5))
     plot_utils.plot_performance_profiles(
@@ -375,10 +383,6 @@ def figures(
 
 def compare(args: argparse.Namespace) -> Path:
     """Run the comparison of ``args``; return the folder it wrote."""
-    import warnings
-
-    # arch (rliable's bootstrap) warns that RandomState will give way to Generator: rliable passes one
-    warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning)
     runs = [r for r in (read_run(p, i) for p, i in find_runs(args.logdir)) if r is not None]
     if not runs:
         raise RLExpError(f"no run under {' '.join(args.logdir)} has logged an epoch yet")
@@ -436,8 +440,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--pairs", nargs="+", metavar="X:Y", help="conditions whose P(X > Y) to estimate")
     parser.add_argument("--legend", "-l", nargs="+", help="name the conditions by LOGDIR (in order)")
-    parser.add_argument("--select", nargs="+", help="keep runs whose path or overrides contain all of these")
-    parser.add_argument("--exclude", nargs="+", help="drop runs whose path or overrides contain any of these")
+    parser.add_argument(
+        "--select",
+        nargs="+",
+        action="extend",
+        help="keep runs whose path or overrides contain all of these (repeated: all of every --select)",
+    )
+    parser.add_argument(
+        "--exclude",
+        nargs="+",
+        action="extend",
+        help="drop runs whose path or overrides contain any of these (repeated: any of every --exclude)",
+    )
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (rliable's reps)")
     parser.add_argument("--ci", type=float, default=95.0, help="confidence level in percent")
     parser.add_argument(

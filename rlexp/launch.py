@@ -156,7 +156,8 @@ def launch(hydra_cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     run_dir = Path(hydra_cfg.get("resume") or hc.runtime.output_dir)
     try:
-        return run_job(hydra_cfg, run_dir, list(hc.overrides.task), concurrent_jobs(hc))
+        choices = group_choices(hc.runtime.choices)
+        return run_job(hydra_cfg, run_dir, list(hc.overrides.task), concurrent_jobs(hc), choices)
     except Stopped as exc:
         hand_over(exc.signum)  # under submitit: its handler requeues the job
     except RLExpError as exc:
@@ -183,20 +184,36 @@ def in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def run_job(hydra_cfg: DictConfig, run_dir: Path, overrides: list[str], jobs: int = 1) -> float | None:
+def group_choices(choices: Any) -> dict[str, str | None]:
+    """The preset Hydra chose for each of rlexp's config groups (``{"algo": "rainbow", "env": ...}``),
+    from ``hydra.runtime.choices`` without Hydra's own groups (``hydra/...``)."""
+    return {
+        str(k): None if v is None else str(v) for k, v in choices.items() if not str(k).startswith("hydra/")
+    }
+
+
+def run_job(
+    hydra_cfg: DictConfig,
+    run_dir: Path,
+    overrides: list[str],
+    jobs: int = 1,
+    choices: dict[str, str | None] | None = None,
+) -> float | None:
     """Check the config, claim ``run_dir``, and train the run there (or continue it); return its score.
 
     ``overrides``: the command line's (recorded in the run's provenance); ``jobs``: how many jobs of a
-    sweep run at once on this machine. Raises :class:`RLExpError` for a user error (an OSError naming
-    a file becomes one) and :class:`Stopped` when a stop signal ended the run early, after its
-    checkpoint and a line saying how to continue it.
+    sweep run at once on this machine; ``choices``: the preset of each config group
+    (:func:`group_choices`), recorded in a new run's provenance.json, where rlexp.plot and
+    rlexp.compare tell presets apart by them (``algo=rainbow`` keeps dqn's ``name``). Raises
+    :class:`RLExpError` for a user error (an OSError naming a file becomes one) and :class:`Stopped`
+    when a stop signal ended the run early, after its checkpoint and a line saying how to continue it.
     """
     try:
         # From the first moment a stop signal is a clean stop: the run (started or not) ends after its
         # current or first epoch with a checkpoint.
         outer = active_request()
         with contextlib.nullcontext(outer) if outer is not None else StopRequest() as stop:
-            cfg = _launch(hydra_cfg, run_dir, overrides, jobs, stop)
+            cfg = _launch(hydra_cfg, run_dir, overrides, jobs, stop, choices or {})
     except Stopped as exc:
         print(
             f"rlexp: stopped by {signal_name(exc.signum)} after {epochs(exc.epoch)}, checkpoint saved; "
@@ -226,7 +243,12 @@ def concurrent_jobs(hc: Any) -> int:
 
 
 def _launch(
-    hydra_cfg: DictConfig, run_dir: Path, overrides: list[str], jobs: int, stop: StopRequest
+    hydra_cfg: DictConfig,
+    run_dir: Path,
+    overrides: list[str],
+    jobs: int,
+    stop: StopRequest,
+    choices: dict[str, str | None],
 ) -> RLExpConfig:
     cfg = load_config(hydra_cfg)
     if cfg.resume is not None:
@@ -246,7 +268,7 @@ def _launch(
             _continue(cfg, run_dir, overrides, stop)
         else:
             check_new(run_dir)
-            write_run_records(cfg, run_dir, overrides)
+            write_run_records(cfg, run_dir, overrides, choices)
             _train(cfg, run_dir, stop)
     return cfg
 

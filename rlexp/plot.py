@@ -9,11 +9,13 @@ takes every entry of ``outputs/sweeps`` whose name starts with ``2026-11-2``).
 Conditions. Runs are grouped into conditions by what differs between them: the keys of the Hydra
 overrides of each job (overrides.yaml), except ``seed``, whose values (as each run's config.yaml
 resolved them) differ; keys every run shares are left out, so runs from different commands are
-named by their differences only. A sweep over ``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per
-learning rate, each the mean over its three seeds with a shaded band of one standard deviation
-(``--ci``: a bootstrap confidence interval instead). Runs that differ in nothing else are one
-condition named by their exp_name. ``--legend`` names the conditions by LOGDIR instead, as in
-Spinning Up, in the order given.
+named by their differences only. A config group is told apart by its preset: ``algo=dqn`` and
+``algo=rainbow`` (DQN with its extensions on, its ``name`` still ``dqn``) are two conditions, as are
+``env=CartPole-v1`` and ``env=CartPoleNoVel-v1`` (see :func:`condition_value`). A sweep over
+``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per learning rate, each the mean over its three seeds
+with a shaded band of one standard deviation (``--ci``: a bootstrap confidence interval instead). Runs
+that differ in nothing else are one condition named by their exp_name. ``--legend`` names the
+conditions by LOGDIR instead, as in Spinning Up, in the order given.
 
 Output. One figure per ``--value``: every logged point marked (a one-epoch run is a dot), the legend
 below the axes (long entries wrapped) and nothing cut off; PNG unless ``--output`` ends in .svg or .pdf; by default
@@ -29,6 +31,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -73,6 +76,8 @@ class Run:
     exp_name: str = "exp"
     logdir: int = 0  # index of the LOGDIR argument it was found under
     performance_of: str | None = None  # the column that Performance copies
+    # the preset of each config group the run started with (Hydra's choices, from provenance.json)
+    choices: dict[str, str] = field(default_factory=dict)
 
 
 def resolve_logdirs(logdirs: list[str]) -> list[list[Path]]:
@@ -156,6 +161,7 @@ def read_run(path: Path, logdir: int) -> Run | None:
         run.overrides = parse_overrides(_read_yaml(path / "overrides.yaml") or [])
     if (path / "config.yaml").is_file():
         run.config = _read_yaml(path / "config.yaml") or {}
+    run.choices = read_choices(path)
     name = run.config.get("exp_name")
     if name is None and (path / "config.json").is_file():
         try:
@@ -169,6 +175,46 @@ def read_run(path: Path, logdir: int) -> Run | None:
             run.performance_of = col
             break
     return run
+
+
+def read_choices(path: Path) -> dict[str, str]:
+    """The preset of each config group that the run at ``path`` started with (``{"algo": "rainbow",
+    ...}``: Hydra's choices, which rlexp records in provenance.json); empty for a run recorded before
+    they were, or whose provenance.json cannot be read (nothing in it is needed to read a run)."""
+    try:
+        record = json.loads((path / "provenance.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    choices = record.get("choices") if isinstance(record, dict) else None
+    if not isinstance(choices, dict):
+        return {}
+    return {str(k): str(v) for k, v in choices.items() if v is not None}
+
+
+def preset_of(run: Run, group: str) -> str | None:
+    """The preset of config group ``group`` that ``run`` started with: its recorded choice, else the
+    override that chose it (a run recorded before the choices were), else None (the default preset)."""
+    return run.choices.get(group) or run.overrides.get(group)
+
+
+def env_task(run: Run) -> str:
+    """The task the run trained on: its ``env.id``, or the name of the env preset it started with when
+    that preset is a task of its own, an env under another id's name (``env=CartPoleNoVel-v1``:
+    CartPole-v1 with a mask). A preset is such a task when it wraps the env (``env.wrappers``) and is
+    named as a gymnasium env id is, ``Name-vN``; a preset named otherwise (``atari``, ``minatar``,
+    ``gym``) is a family of envs whose task is the ``env.id`` it was given."""
+    env = run.config.get("env") or {}
+    env_id = str(env.get("id", "?"))
+    preset = preset_of(run, "env")
+    if (
+        preset
+        and preset != env_id
+        and "env.id" not in run.overrides
+        and env.get("wrappers")
+        and re.fullmatch(r"[\w.:-]+-v\d+", preset)
+    ):
+        return preset
+    return env_id
 
 
 _MISSING = object()
@@ -190,9 +236,11 @@ def condition_value(run: Run, key: str) -> tuple[str, str]:
 
     The run's resolved config.yaml decides, so runs from different commands agree on a value however
     they got it (``algo.lr=1e-3`` and SAC's default lr 0.001; ``env=gym env.id=Pendulum-v1`` and
-    ``env=Pendulum-v1``). A group choice shows its name or id; one without either (``network``) shows
-    the override, else ``(default)``, and is compared by its content. A key the config lacks (a run
-    without config.yaml, a deleted key) takes the override's text.
+    ``env=Pendulum-v1``). A group choice with a ``name`` shows its preset (:func:`preset_of`: a preset
+    that extends another, ``algo=rainbow`` on dqn, keeps the name ``dqn`` but is a condition of its
+    own), else the name; the env group its task (:func:`env_task`); one without either (``network``)
+    shows the override, else ``(default)``, and is compared by its content. A key the config lacks (a
+    run without config.yaml, a deleted key) takes the override's text.
     """
     node = _lookup(run.config, key)
     override = run.overrides.get(key)
@@ -200,9 +248,12 @@ def condition_value(run: Run, key: str) -> tuple[str, str]:
         text = override if override is not None else "(default)"
         return text, text
     if isinstance(node, dict):
-        for name_key in ("name", "id"):
-            if name_key in node:
-                return str(node[name_key]), str(node[name_key])
+        if "name" in node:
+            shown = preset_of(run, key) or str(node["name"])
+            return shown, shown
+        if "id" in node:
+            task = env_task(run) if key == "env" else str(node["id"])
+            return task, task
         shown = override if override is not None else "(default)"
         return shown, json.dumps(node, sort_keys=True, default=str)
     return str(node), str(node)
@@ -561,10 +612,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--smooth", "-s", type=int, default=1, help="moving-average window in epochs, per run (1: none)"
     )
     parser.add_argument(
-        "--select", nargs="*", help="keep runs whose path or overrides contain every one of these strings"
+        "--select",
+        nargs="*",
+        action="extend",
+        help="keep runs whose path or overrides contain every one of these strings (repeated: of every one)",
     )
     parser.add_argument(
-        "--exclude", nargs="*", help="drop runs whose path or overrides contain any of these strings"
+        "--exclude",
+        nargs="*",
+        action="extend",
+        help="drop runs whose path or overrides contain any of these strings (repeated: of every one)",
     )
     parser.add_argument(
         "--est", default="mean", choices=ESTIMATORS, help="the line: this statistic over a condition's runs"

@@ -1,11 +1,12 @@
 """provenance.json: what a run was made from, so that a result can be traced and re-run.
 
 Written once by the launcher into the run directory, beside config.yaml, before training starts. It
-records the command line and the job's overrides, the git commit of the rlexp source and whether its
-tree had uncommitted changes, the versions of the key packages (read from package metadata: no
-deep-learning library is imported for this), Python, the machine (cores, GPUs from nvidia-smi if it
-exists), the MPI world size and every seed the ranks use (one per random stream and rank). Nothing
-in it is needed to load a run.
+records the command line, the job's overrides and the preset of each config group (Hydra's choices:
+rlexp.plot and rlexp.compare tell ``algo=rainbow`` from ``algo=dqn`` by them), the git commit of the
+rlexp source and whether its tree had uncommitted changes, the versions of the key packages (read from
+package metadata: no deep-learning library is imported for this), Python, the machine (cores, GPUs
+from nvidia-smi if it exists), the MPI world size and every seed the ranks use (one per random stream
+and rank). Nothing in it is needed to load a run.
 """
 
 from __future__ import annotations
@@ -107,17 +108,26 @@ def rank_seeds(cfg: RLExpConfig) -> list[dict[str, Any]]:
     return rows
 
 
-def collect(cfg: RLExpConfig, overrides: list[str], argv: list[str] | None = None) -> dict[str, Any]:
+def collect(
+    cfg: RLExpConfig,
+    overrides: list[str],
+    argv: list[str] | None = None,
+    choices: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
     """The provenance record of a run about to start with ``cfg``.
 
     ``argv``: the command line to record; by default this process's own, exactly as typed
-    (``sys.orig_argv``: the interpreter, ``-m rlexp`` and every argument).
+    (``sys.orig_argv``: the interpreter, ``-m rlexp`` and every argument). ``choices``: the preset
+    Hydra chose for each config group (``{"algo": "rainbow", ...}``), recorded when given: a new
+    run's provenance.json has them (rlexp.plot and rlexp.compare read them), a continuation's not (its
+    command's choices are not the run's).
     """
     return {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": list(sys.orig_argv) if argv is None else list(argv),
         "cwd": os.getcwd(),
         "overrides": list(overrides),
+        **({"choices": dict(choices)} if choices is not None else {}),
         "git": git_state(),
         "packages": package_versions(),
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},

@@ -153,9 +153,12 @@ def remove_if_empty(run_dir: Path) -> None:
         run_dir.rmdir()
 
 
-def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> None:
+def write_run_records(
+    cfg: RLExpConfig, run_dir: Path, overrides: list[str], choices: dict[str, str | None] | None = None
+) -> None:
     """The records of a new run: the resolved config (config.yaml), the overrides, Spinning Up's
-    config.json and provenance.json (command line, git commit, package versions, machine, seeds).
+    config.json and provenance.json (command line, the preset of each config group in ``choices``,
+    git commit, package versions, machine, seeds).
 
     Every file is written exclusively (never over an existing one). config.yaml comes first: a job
     killed after it leaves a run that the same command continues. If a file cannot be written, the
@@ -172,7 +175,7 @@ def write_run_records(cfg: RLExpConfig, run_dir: Path, overrides: list[str]) -> 
             written.append(path)
         save_config(run_dir, resolved, cfg.exp_name)
         written.append(run_dir / "config.json")
-        written.append(write_provenance(run_dir, collect(cfg, overrides)))
+        written.append(write_provenance(run_dir, collect(cfg, overrides, choices=choices)))
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)

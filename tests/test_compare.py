@@ -172,3 +172,154 @@ def test_the_learning_benchmarks_table_comes_out_of_compare_with_the_same_number
     row = next(line for line in md.splitlines() if line.startswith("| sac_Pendulum-v1 |"))
     median = float(row.split("|")[2].split("(")[0].replace(",", ""))
     assert median == pytest.approx(float(np.median(tests)), abs=0.05)  # the table shows one decimal
+
+
+def write_preset_run(
+    root: Path, name: str, overrides: list[str], config: str, final: float, choices: dict | None = None
+) -> Path:
+    """A run directory with these overrides and config.yaml text (and Hydra's choices in its
+    provenance.json when given, as rlexp records them since issue 71) whose AverageEpRet ends at ``final``."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (run / "config.yaml").write_text(config)
+    if choices is not None:
+        (run / "provenance.json").write_text(json.dumps({"overrides": overrides, "choices": choices}))
+    pd.DataFrame(
+        {"Epoch": range(3), "AverageEpRet": [0.0, final / 2, final], "TotalEnvInteracts": [100, 200, 300]}
+    ).to_csv(run / "progress.txt", sep="\t", index=False)
+    return run
+
+
+DQN_CONFIG = "exp_name: dqn_CartPole-v1\nalgo:\n  name: dqn\nenv:\n  id: CartPole-v1\n  wrappers: []\n"
+
+
+def conditions(out: Path) -> list[str]:
+    return sorted(set(read_csv(out).index.get_level_values("condition")))
+
+
+def test_a_preset_that_extends_another_algorithm_is_its_own_condition(tmp_path):
+    """Issue 71: algo=rainbow is dqn with its extensions on and keeps ``name: dqn``; its runs are a
+    condition apart from algo=dqn's, whether the preset is known from the recorded choices (a preset
+    chosen by an experiment, not on the command line) or, for runs recorded before them, from the
+    override; --pairs names them."""
+    runs = tmp_path / "runs"
+    for seed in range(2):  # recorded before the choices were: the override tells them apart
+        write_preset_run(runs, f"dqn_{seed}", ["algo=dqn", f"seed={seed}"], DQN_CONFIG, 10.0 + seed)
+        write_preset_run(runs, f"rainbow_{seed}", ["algo=rainbow", f"seed={seed}"], DQN_CONFIG, 50.0 + seed)
+    res = compare(
+        str(runs), "--last", "1", "--raw", "--pairs", "algo=rainbow:algo=dqn", "--out", str(tmp_path / "out")
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert conditions(tmp_path / "out") == ["algo=dqn", "algo=rainbow", "algo=rainbow > algo=dqn"]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "| algo=dqn | 10.5 (10.0 to 11.0) |" in md and "| algo=rainbow | 50.5 (50.0 to 51.0) |" in md
+    res = run_cli(str(runs), "-y", "AverageEpRet", "--output", str(tmp_path / "p.png"), module="rlexp.plot")
+    assert res.returncode == 0, res.stderr[-2000:]
+    labels = sorted(line.rsplit("[", 1)[1] for line in res.stdout.splitlines() if line.startswith("  "))
+    assert labels == ["algo=dqn]", "algo=dqn]", "algo=rainbow]", "algo=rainbow]"], res.stdout
+
+    newer = tmp_path / "newer"  # rainbow chosen by an experiment preset: only the recorded choice says so
+    for seed in range(2):
+        write_preset_run(
+            newer,
+            f"dqn_{seed}",
+            ["algo=dqn", f"seed={seed}"],
+            DQN_CONFIG,
+            10.0,
+            {"algo": "dqn", "env": "CartPole-v1"},
+        )
+        write_preset_run(
+            newer, f"exp_{seed}", ["+experiment=mine", f"seed={seed}"], DQN_CONFIG, 50.0,
+            {"algo": "rainbow", "env": "CartPole-v1", "experiment": "mine"},
+        )  # fmt: skip
+    res = compare(str(newer), "--last", "1", "--raw", "--out", str(tmp_path / "out2"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "algo=rainbow" in conditions(tmp_path / "out2")[1], conditions(tmp_path / "out2")
+    assert conditions(tmp_path / "out2")[0].startswith("algo=dqn")
+
+
+def test_dqn_and_rainbow_runs_of_one_sweep_compare_as_two_conditions(tmp_path):
+    """Issue 71's command, end to end: a sweep over algo=dqn,rainbow records each job's preset, and
+    compare tells them apart (it printed one condition of four seeds)."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", "algo=dqn,rainbow", "env=CartPole-v1", "seed=0,1", "algo.epochs=1",
+        "algo.steps_per_epoch=150", "algo.num_test_episodes=1", "logger.console=quiet",
+        f"hydra.sweep.dir={sweep}",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    choices = json.loads(next(sweep.glob("*algo=rainbow*/provenance.json")).read_text())["choices"]
+    assert choices["algo"] == "rainbow" and choices["env"] == "CartPole-v1"
+    res = compare(str(sweep), "--raw", "--pairs", "algo=dqn:algo=rainbow", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert conditions(tmp_path / "out") == ["algo=dqn", "algo=dqn > algo=rainbow", "algo=rainbow"]
+
+
+def test_the_task_of_a_family_preset_is_its_env_id(tmp_path):
+    """Issue 71: env=minatar (or atari) without env.id trains on the preset's id, MinAtar/Breakout-v1,
+    which conf/scores.yaml has; a preset named as an env id that wraps another env
+    (CartPoleNoVel-v1) stays a task of its own."""
+    runs = tmp_path / "runs"
+    minatar = (
+        "exp_name: dqn_MinAtar/Breakout-v1\nalgo:\n  name: dqn\nenv:\n  id: MinAtar/Breakout-v1\n"
+        "  wrappers:\n  - rlexp.atari:MinAtarObservations\n"
+    )
+    novel = (
+        "exp_name: ppo_CartPole-v1\nalgo:\n  name: ppo\nenv:\n  id: CartPole-v1\n  wrappers:\n"
+        "  - MaskObservation: {indices: [1, 3]}\n"
+    )
+    for seed in range(2):
+        write_preset_run(runs, f"minatar_{seed}", ["env=minatar", f"seed={seed}"], minatar, 5.0 + seed)
+        write_preset_run(runs, f"novel_{seed}", ["env=CartPoleNoVel-v1", f"seed={seed}"], novel, 300.0 + seed)
+    res = compare(str(runs), "--last", "1", "--select", "minatar", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "| condition | MinAtar/Breakout-v1 |" in md, md
+    iqm = read_csv(tmp_path / "out")["estimate"]["dqn_MinAtar/Breakout-v1", "IQM"]
+    assert iqm == pytest.approx((5.5 - 0.4) / (10.0 - 0.4))  # conf/scores.yaml: random 0.4, reference 10
+    res = compare(str(runs), "--last", "1", "--select", "novel", "--out", str(tmp_path / "out2"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "| condition | CartPoleNoVel-v1 |" in (tmp_path / "out2" / "compare.md").read_text()
+
+
+def test_select_given_twice_keeps_the_runs_that_match_both(tmp_path):
+    """Issue 71: docs/guide.md's ``--select sac-tuned ... --select Hopper`` form: every --select counts
+    (argparse kept the last one only), for compare and for plot."""
+    runs = tmp_path / "runs"
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        for cond in ("1", "2"):
+            for seed in range(2):
+                write_run(runs, cond, env, seed, 100.0 * float(cond))
+    res = compare(
+        str(runs), "--select", "algo.lr=1", "--raw", "--select", "CartPole", "--out", str(tmp_path / "out")
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "| condition | CartPole-v1 |" in md and "| ppo | 100.0 (100.0 to 100.0) |" in md, md
+    assert conditions(tmp_path / "out") == ["ppo"]
+    res = run_cli(
+        str(runs), "--select", "algo.lr=1", "--select", "CartPole", "--exclude", "seed=0", "--exclude", "zzz",
+        "-y", "AverageEpRet", "--output", str(tmp_path / "p.png"), module="rlexp.plot",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    plotted = [line for line in res.stdout.splitlines() if line.startswith("  ")]
+    assert len(plotted) == 1 and "1_CartPole-v1_1" in plotted[0], res.stdout
+
+
+def test_the_figures_are_the_same_every_time_at_one_seed(tmp_path):
+    """Issue 71: every bootstrap, the performance profile's bands included, is drawn from --seed: two
+    comparisons of the same runs write the same tables and the same images."""
+    runs = tmp_path / "runs"
+    rng = np.random.default_rng(3)
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        lo, hi = (23.7, 500.0) if env == "CartPole-v1" else (-497.1, -76.6)
+        for cond in ("1", "2"):
+            for seed in range(5):
+                write_run(runs, cond, env, seed, lo + (hi - lo) * float(rng.uniform(0.1, 0.9)))
+    for out in ("a", "b"):
+        res = compare(str(runs), "--pairs", "algo.lr=1:algo.lr=2", "--out", str(tmp_path / out))
+        assert res.returncode == 0, res.stderr[-2000:]
+    for name in ("performance_profile.png", "compare.csv", "aggregates.png", "sample_efficiency.png",
+                 "probability_of_improvement.png"):  # fmt: skip
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
