@@ -236,6 +236,14 @@ def test_an_optuna_trial_is_scored_by_several_seeds(tmp_path):
         ("algo.lr=interval(-1,1e-2)", "sweep edge trial 0 (algo.lr=-1.0): algo.lr=-1.0 is out of range"),
         ("seed=0", "an Optuna sweep needs a search space"),
         ("algo.lr=interval(1e-2,1e-4)", "algo.lr=interval(0.01,0.0001): the interval needs low < high"),
+        (
+            "algo.pi_lr=tag(log,interval(0,1e-2))",
+            "algo.pi_lr=tag(log,interval(0.0,0.01)): a log scale needs low > 0",
+        ),
+        (
+            "algo.epochs=tag(int,log,interval(0.5,5))",
+            "algo.epochs=tag(int,log,interval(0.5,5.0)): a log scale needs low > 0 (as an integer)",
+        ),
         ("hydra.sweeper.n_trials=0", "rlexp: error: hydra.sweeper.n_trials=0, n_jobs=1 are out of range"),
     ],
 )

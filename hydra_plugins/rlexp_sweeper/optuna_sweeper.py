@@ -76,9 +76,22 @@ def distribution(override: Override) -> Any:
         low, high = value.start, value.end
         if low is None or high is None or not low < high:
             raise RLExpError(f"{key}=interval({low},{high}): the interval needs low < high")
-        if "int" in value.tags:
-            return IntDistribution(int(low), int(high), log="log" in value.tags)
-        return FloatDistribution(float(low), float(high), log="log" in value.tags)
+        integer = "int" in value.tags
+        if integer:
+            low, high = int(low), int(high)
+        if "log" in value.tags and low <= 0:
+            tags = ",".join(sorted(value.tags))
+            raise RLExpError(
+                f"{key}=tag({tags},interval({value.start},{value.end})): a log scale needs low > 0"
+                + (" (as an integer)" if integer else "")
+                + "; give a positive low, or leave out the log tag for a linear scale"
+            )
+        try:
+            if integer:
+                return IntDistribution(low, high, log="log" in value.tags)
+            return FloatDistribution(float(low), float(high), log="log" in value.tags)
+        except ValueError as exc:  # Optuna's own checks: one line, as every bad range
+            raise RLExpError(f"{override.input_line}: {exc}") from None
     if isinstance(value, RangeSweep):
         start, stop, step = value.start, value.stop, value.step
         if start is None or stop is None or step is None or not start < stop or step <= 0:
