@@ -45,6 +45,7 @@ from rlexp.errors import RLExpError, argument_parser, report
 from rlexp.fileio import atomic_write_bytes, atomic_write_text
 from rlexp.plot import (
     PERFORMANCE,
+    SCORE_LAST,
     SEED_KEYS,
     Run,
     check_columns,
@@ -54,6 +55,8 @@ from rlexp.plot import (
     find_runs,
     label_conditions,
     read_run,
+    score_of,
+    score_words,
     select_runs,
 )
 
@@ -79,6 +82,7 @@ class Comparison:
     raw: dict[str, np.ndarray]
     curves: dict[str, np.ndarray]
     steps: np.ndarray
+    shortest: int = 0  # the fewest values of --value a run has (fewer than --last: all of them count)
 
 
 def load_scores(path: str | None) -> dict[str, dict[str, float]]:
@@ -104,11 +108,10 @@ def load_scores(path: str | None) -> dict[str, dict[str, float]]:
 
 
 def run_score(run: Run, value: str, last: int) -> float:
-    """The mean of the run's last ``last`` logged values of ``value``."""
-    col = run.progress[value].dropna()
-    if len(col) == 0:
+    """The run's score: the mean of its last ``last`` logged values of ``value`` (plot's :func:`score_of`)."""
+    if run.progress[value].notna().sum() == 0:
         raise RLExpError(f"{run.path / 'progress.txt'} has no logged {value!r} yet")
-    return float(col.iloc[-last:].mean())
+    return score_of(run.progress[value], last)
 
 
 def curve(run: Run, value: str, steps: np.ndarray) -> np.ndarray:
@@ -184,7 +187,8 @@ def build(runs: list[Run], labels: list[str], args: argparse.Namespace, given: b
             [np.stack([normalise(curve(r, args.value, steps), t) for r in by[cond, t]]) for t in tasks],
             axis=1,
         )  # (seeds, tasks, points)
-    return Comparison(tasks, conditions, scores, raw, curves, steps)
+    shortest = min(int(r.progress[args.value].notna().sum()) for r in runs)
+    return Comparison(tasks, conditions, scores, raw, curves, steps, shortest)
 
 
 @contextlib.contextmanager
@@ -276,7 +280,7 @@ def tables(
 
     what = "raw returns" if args.raw else "normalised scores"
     md = [
-        f"# {args.value}: mean of the last {args.last} values per run",
+        f"# {args.value}: a run's score is the {score_words(args.last, comp.shortest)}",
         "",
         "Raw score per env, median (min-max) over seeds:",
         "",
@@ -431,7 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--value", default=PERFORMANCE, help="progress.txt column scored (default Performance)"
     )
-    parser.add_argument("--last", type=int, default=5, help="a run's score: the mean of its last N values")
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=SCORE_LAST,
+        help="a run's score: the mean of its last N values (as plot --table)",
+    )
     parser.add_argument(
         "--scores", help="YAML of env: {random: R, reference: S} over rlexp's conf/scores.yaml"
     )

@@ -21,7 +21,7 @@ Output. One figure per ``--value``: every logged point marked (a one-epoch run i
 below the axes (long entries wrapped) and nothing cut off; PNG unless ``--output`` ends in .svg or .pdf; by default
 ``plot_<value>.png`` in LOGDIR (or in the folder that holds all the runs). An existing file is never
 replaced unless ``--force`` is given. ``--table`` also prints a markdown summary per condition and
-writes it as CSV. ``--show`` also opens a window, when a display exists.
+writes it as CSV: each run's score is the mean of its last ``--last`` values (5), as compare scores runs. ``--show`` also opens a window, when a display exists.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ SEED_KEYS = ("seed",)
 IMAGE_FORMATS = (".png", ".svg", ".pdf")
 ESTIMATORS = ("mean", "median", "min", "max")
 PERFORMANCE = "Performance"
+# A run's score in plot --table and compare (--last): the mean of its last 5 logged values, as the run's
+# own score by default (conf/config.yaml's score.last, what rlexp.train and an Optuna sweep see)
+SCORE_LAST = 5
 BOOTSTRAP_SAMPLES = 2000
 FIGSIZE = (8.0, 5.0)  # inches, without the legend (which adds its height below)
 MAX_MARKERS = 25  # a line with more points marks every n-th (the line itself shows every point)
@@ -351,17 +354,37 @@ def default_dir(logdirs: list[str], runs: list[Run]) -> Path:
     return Path(os.path.commonpath([str(r.path) for r in runs]))
 
 
-def final_values(run: Run, value: str) -> dict[str, float]:
-    """The last logged ``value`` of a run (its last non-NaN entry), with its steps and wall time."""
+def score_of(values: pd.Series, last: int = SCORE_LAST) -> float:
+    """A run's score from its logged ``values`` (NaN rows left out): the mean of the last ``last`` (all of
+    them where it has fewer; NaN where it has none). The one definition of plot --table and compare."""
+    logged = values.dropna()
+    return float(logged.iloc[-last:].mean()) if len(logged) else math.nan
+
+
+def score_words(last: int, shortest: int) -> str:
+    """How a table names that score: ``mean of its last 5 values``, and where a run has fewer, that
+    those runs count all theirs (``shortest``: the fewest values a run has)."""
+    words = f"mean of its last {last} value{'s' * (last != 1)}"
+    if shortest < last:
+        words += f" (of all its values where it has fewer: the shortest run has {shortest})"
+    return words
+
+
+def final_values(run: Run, value: str, last: int = SCORE_LAST) -> dict[str, float]:
+    """A run's score on ``value`` (:func:`score_of`), with its logged values, steps and wall time."""
     import numpy as np
 
     df = run.progress
-    col = df[value].dropna()
-    last = float(col.iloc[-1]) if len(col) else math.nan
     steps = float(df["TotalEnvInteracts"].iloc[-1]) if "TotalEnvInteracts" in df else math.nan
     wall = float(df["Time"].iloc[-1]) if "Time" in df else math.nan
     sps = steps / wall if wall > 0 else math.nan
-    return {"final": last, "steps": steps, "time": wall, "sps": sps if np.isfinite(sps) else math.nan}
+    return {
+        "score": score_of(df[value], last),
+        "logged": int(df[value].notna().sum()),
+        "steps": steps,
+        "time": wall,
+        "sps": sps if np.isfinite(sps) else math.nan,
+    }
 
 
 def iqm_ci(x: Any, level: float) -> tuple[float, float, float]:
@@ -397,29 +420,30 @@ def condition_order(labels: list[str], given: bool) -> list[str]:
 
 
 def summary_table(
-    runs: list[Run], labels: list[str], value: str, level: float, given: bool = False
+    runs: list[Run], labels: list[str], value: str, level: float, given: bool = False, last: int = SCORE_LAST
 ) -> pd.DataFrame:
-    """One row per condition (in :func:`condition_order`): the final ``value`` over its runs (mean,
-    std, IQM with a bootstrap CI), the number of runs, and the mean steps, wall time and steps per second."""
+    """One row per condition (in :func:`condition_order`): the runs' scores on ``value`` (each the mean of
+    its last ``last`` values, :func:`score_of`, as compare scores them) over its runs (mean, std, IQM with
+    a bootstrap CI), the number of runs, and the mean steps, wall time and steps per second."""
     import numpy as np
     import pandas as pd
 
     per_run = pd.DataFrame(
-        [{"condition": lab, **final_values(r, value)} for r, lab in zip(runs, labels, strict=True)]
+        [{"condition": lab, **final_values(r, value, last)} for r, lab in zip(runs, labels, strict=True)]
     )
     rows = []
     for cond in condition_order(labels, given):
         g = per_run[per_run["condition"] == cond]
-        finals = g["final"].to_numpy()
+        finals = g["score"].to_numpy()
         iqm, low, high = iqm_ci(finals, level)
         rows.append(
             {
                 "condition": cond,
                 "value": value,
                 "seeds": len(g),
-                "final_mean": float(np.nanmean(finals)) if np.isfinite(finals).any() else math.nan,
-                "final_std": float(pd.Series(finals).std(ddof=1)) if len(finals) > 1 else math.nan,
-                "final_iqm": iqm,
+                "score_mean": float(np.nanmean(finals)) if np.isfinite(finals).any() else math.nan,
+                "score_std": float(pd.Series(finals).std(ddof=1)) if len(finals) > 1 else math.nan,
+                "score_iqm": iqm,
                 "iqm_ci_low": low,
                 "iqm_ci_high": high,
                 "steps": float(g["steps"].mean()),
@@ -566,9 +590,11 @@ def plot(args: argparse.Namespace) -> None:
             plt.close(fig)
         if value in tables:
             level = args.ci if args.ci is not None else 95.0
-            df = summary_table(runs, labels, value, level, given=bool(args.legend))
+            df = summary_table(runs, labels, value, level, given=bool(args.legend), last=args.last)
+            shortest = min(int(r.progress[value].notna().sum()) for r in runs)
             print(
-                f"\nFinal {value} per condition (last epoch of each run; IQM with a {level:g}% bootstrap CI):"
+                f"\n{value} per condition (a run's score: the {score_words(args.last, shortest)}; IQM with a "
+                f"{level:g}% bootstrap CI):"
             )
             print(to_markdown(df) + "\n")
             atomic_write_text(tables[value], df.to_csv(index=False), exclusive=not args.force)
@@ -649,6 +675,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print a summary per condition (markdown) and write it as CSV "
         "(default: summary_<value>.csv beside the figure)",
     )
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=SCORE_LAST,
+        metavar="N",
+        help=f"--table: a run's score is the mean of its last N values (default {SCORE_LAST}, as compare's)",
+    )
     parser.add_argument("--force", action="store_true", help="replace figures and tables that already exist")
     parser.add_argument(
         "--show", action="store_true", help="also show the figures in a window, if a display exists"
@@ -668,6 +701,8 @@ def main(argv: list[str] | None = None) -> None:
             raise RLExpError(f"--smooth {args.smooth} is out of range; use a window of 1 or more epochs")
         if args.ci is not None and not 0 < args.ci < 100:
             raise RLExpError(f"--ci {args.ci:g} is out of range; use a level between 0 and 100 (e.g. 95)")
+        if args.last < 1:
+            raise RLExpError(f"--last {args.last} is out of range; score a run by its last 1 or more values")
         plot(args)
     except RLExpError as exc:
         report(exc)

@@ -82,13 +82,13 @@ def test_sweep_plot_table_tensorboard_and_provenance(tmp_path):
     assert table["seeds"].tolist() == [2, 2] and table["steps"].tolist() == [400, 400]
     for row in table.itertuples():
         lr = row.condition.split("=")[1]
-        finals = [
-            pd.read_table(r / "progress.txt")["AverageEpRet"].iloc[-1]
+        scores = [  # each run's score: the mean of its last 5 values, here both of its 2 epochs
+            pd.read_table(r / "progress.txt")["AverageEpRet"].mean()
             for r in runs
             if f"algo.lr={lr}" in (r / "overrides.yaml").read_text()
         ]
-        assert row.final_mean == pytest.approx(np.mean(finals))
-        assert row.final_std == pytest.approx(np.std(finals, ddof=1))
+        assert row.score_mean == pytest.approx(np.mean(scores))
+        assert row.score_std == pytest.approx(np.std(scores, ddof=1))
     assert "| algo.lr=0.001 | Performance | 2 |" in res.stdout  # the markdown table
 
     # The same command again refuses to replace the figure; --force replaces it.
@@ -170,6 +170,8 @@ def test_table_numbers_from_synthetic_progress(tmp_path):
         "-o",
         str(out),
         "--ci",
+        "--last",
+        "1",  # a run's score: its last value
         module="rlexp.plot",
     )
     assert res.returncode == 0, res.stderr[-3000:]
@@ -179,16 +181,16 @@ def test_table_numbers_from_synthetic_progress(tmp_path):
     for lr, values in finals.items():
         row = table.loc[f"algo.lr={lr}"]
         assert row["value"] == "Performance" and row["seeds"] == 4 and row["steps"] == 3000
-        assert row["final_mean"] == pytest.approx(np.mean(values))  # AverageTestEpRet, not AverageEpRet
-        assert row["final_std"] == pytest.approx(np.std(values, ddof=1))
-        assert row["final_iqm"] == pytest.approx(stats.trim_mean(values, 0.25))
-        assert row["iqm_ci_low"] <= row["final_iqm"] <= row["iqm_ci_high"]
+        assert row["score_mean"] == pytest.approx(np.mean(values))  # AverageTestEpRet, not AverageEpRet
+        assert row["score_std"] == pytest.approx(np.std(values, ddof=1))
+        assert row["score_iqm"] == pytest.approx(stats.trim_mean(values, 0.25))
+        assert row["iqm_ci_low"] <= row["score_iqm"] <= row["iqm_ci_high"]
         assert min(values) <= row["iqm_ci_low"] and row["iqm_ci_high"] <= max(values)
         assert row["wall_time_s"] == pytest.approx(25.0)  # mean of 10, 20, 30, 40
         assert row["steps_per_s"] == pytest.approx(np.mean([3000 / t for t in (10, 20, 30, 40)]))
     assert row["iqm_ci_low"] < row["iqm_ci_high"]
     # The IQM of [-100, -300, -200, -1000] drops the outlier: the mean of -200 and -300.
-    assert table.loc["algo.lr=0.001", "final_iqm"] == pytest.approx(-250.0)
+    assert table.loc["algo.lr=0.001", "score_iqm"] == pytest.approx(-250.0)
 
     res = run_cli(str(tmp_path / "sweep"), "--select", "lr=0.01", "-y", "AverageEpRet", module="rlexp.plot")
     assert res.returncode == 0, res.stderr[-2000:]

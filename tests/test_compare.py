@@ -323,3 +323,39 @@ def test_the_figures_are_the_same_every_time_at_one_seed(tmp_path):
     for name in ("performance_profile.png", "compare.csv", "aggregates.png", "sample_efficiency.png",
                  "probability_of_improvement.png"):  # fmt: skip
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_plot_table_and_compare_score_a_run_alike_and_say_how(tmp_path):
+    """One definition of a run's score for plot --table and compare: the mean of its last --last (5)
+    values; runs of 3 epochs count all 3, and both tables say so. The last epoch alone would differ."""
+    runs = tmp_path / "runs"
+    returns = {("0.001", 0): [10.0, 30.0, 50.0], ("0.001", 1): [20.0, 40.0, 90.0]}
+    returns |= {("0.01", 0): [0.0, 5.0, 10.0], ("0.01", 1): [5.0, 5.0, 20.0]}
+    for (cond, seed), values in returns.items():
+        run = write_run(runs, cond, "Toy-v0", seed, 0.0)
+        pd.DataFrame(
+            {
+                "Epoch": range(3),
+                "AverageEpRet": values,
+                "TotalEnvInteracts": [100, 200, 300],
+                "Time": [1, 2, 3],
+            }
+        ).to_csv(run / "progress.txt", sep="\t", index=False)
+    words = "mean of its last 5 values (of all its values where it has fewer: the shortest run has 3)"
+    res = run_cli(
+        str(runs), "--table", str(tmp_path / "t.csv"), "-o", str(tmp_path / "p.png"), module="rlexp.plot"
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"Performance per condition (a run's score: the {words};" in res.stdout
+    table = pd.read_csv(tmp_path / "t.csv").set_index("condition")
+    res = compare(str(runs), "--raw", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert md.startswith(f"# Performance: a run's score is the {words}\n")
+    for cond in ("0.001", "0.01"):
+        scores = [float(np.mean(returns[cond, seed])) for seed in (0, 1)]  # 40.0, 50.0; 5.0, 10.0
+        assert table.loc[f"algo.lr={cond}", "score_mean"] == pytest.approx(np.mean(scores))
+        # compare: the median of two seeds is their mean, the same number
+        assert (
+            f"| algo.lr={cond} | {np.median(scores):,.1f} ({min(scores):,.1f} to {max(scores):,.1f}) |" in md
+        )
