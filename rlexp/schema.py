@@ -10,6 +10,7 @@ turns a composed or saved config into these dataclasses.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable
@@ -205,6 +206,13 @@ class AlgoConfig:
     # What the policy's actions are when they are not deterministic (test_policy without --deterministic,
     # Policy(obs, deterministic=False)), in words; None: the policy has deterministic actions only
     SAMPLED_ACTIONS: ClassVar[str | None] = "sampled"
+    # The settings whose schedules span the run (algo.epochs x steps_per_epoch): each a key of the preset
+    # and a test of the config that is true when that key makes a schedule last the whole run, e.g.
+    # PPO's ("anneal_lr", lambda algo: algo.anneal_lr). :meth:`epochs_schedule` names those that hold,
+    # and ``resume=`` refuses other epochs for them. Every schedule over the run's length (a learning
+    # rate or an exponent annealed to the end, an exploration given as a fraction of the run) is
+    # declared here; tests/test_structure.py checks that an algorithm reading algo.epochs declares one.
+    RUN_SCHEDULES: ClassVar[tuple[tuple[str, Callable[[Any], bool]], ...]] = ()
 
     name: str = MISSING
     epochs: int = MISSING
@@ -256,9 +264,13 @@ class AlgoConfig:
         steps of each of its ``num_envs`` envs (none here)."""
 
     def epochs_schedule(self) -> str | None:
-        """The setting that ties this algorithm's schedule to ``algo.epochs`` (e.g. a learning rate
-        annealed over the run), so that ``resume=`` with other epochs cannot continue it exactly; None."""
-        return None
+        """The settings that tie this algorithm's schedules to ``algo.epochs`` (those of
+        :data:`RUN_SCHEDULES` that hold, as ``algo.key=value``: e.g. a learning rate annealed over the
+        run), so that ``resume=`` with other epochs cannot continue it exactly; None when none do."""
+        spans = [
+            f"algo.{key}={json.dumps(getattr(self, key))}" for key, holds in self.RUN_SCHEDULES if holds(self)
+        ]
+        return ", ".join(spans) or None
 
     def stats(self) -> tuple[Stat, ...]:
         """The learner's statistics logged after TotalEnvInteracts, in Spinning Up's order."""

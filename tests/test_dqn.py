@@ -410,6 +410,45 @@ def test_bad_dqn_settings_are_one_line(tmp_path, override, fragment):
     assert len(res.stderr.strip().splitlines()) == 1 and fragment in res.stderr, res.stderr
 
 
+SHORT = (
+    "env=CartPole-v1", "algo.steps_per_epoch=200", "algo.start_steps=100", "algo.update_after=100",
+    "algo.num_test_episodes=1", "network.hidden_sizes=[16]", "logger.console=quiet",
+)  # fmt: skip
+
+
+def test_a_run_whose_beta_spans_its_epochs_is_not_extended(tmp_path):
+    """Issue 71: with per_beta_steps null (every rainbow run) beta rises to 1 over the run's own
+    epochs, so resume= with other epochs is refused in one line and changes nothing (it continued and
+    differed from an uninterrupted run: beta fell back from 1.0 to 0.7); a fixed per_beta_steps, or
+    uniform replay, extends as every run does."""
+    run_dir = tmp_path / "run"
+    train(run_dir, "algo=rainbow", *SHORT, "algo.epochs=2")
+    before = {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    res = run_cli(f"resume={run_dir}", "algo.epochs=4")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"rlexp: error: resume={run_dir} algo.epochs=4: that run's schedule spans its own algo.epochs=2 "
+        "(algo.per_beta_steps=null), so its epochs so far differ from those of a run of 4; continue it "
+        "with its 2 epochs, or start a new run"
+    ]
+    assert {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    for name, extra in (("fixed", ("algo=rainbow", "algo.per_beta_steps=400")), ("uniform", ("algo=dqn",))):
+        train(tmp_path / name, *extra, *SHORT, "algo.epochs=1")
+        res = run_cli(f"resume={tmp_path / name}", "algo.epochs=2")
+        assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_every_schedule_over_the_run_is_declared():
+    """The run-length schedules are declared (AlgoConfig.RUN_SCHEDULES): PPO's annealing and DQN's beta
+    name the keys that make them span the run, and only when they do."""
+    assert composed("algo=rainbow").algo.epochs_schedule() == "algo.per_beta_steps=null"
+    assert composed("algo=rainbow", "algo.per_beta_steps=1000").algo.epochs_schedule() is None
+    assert composed("algo=dqn").algo.epochs_schedule() is None  # uniform replay: no beta
+    assert composed("algo=ppo", "algo.anneal_lr=true").algo.epochs_schedule() == "algo.anneal_lr=true"
+    both = composed("algo=ppo", "algo.anneal_lr=true", "algo.anneal_clip=true").algo.epochs_schedule()
+    assert both == "algo.anneal_lr=true, algo.anneal_clip=true"
+
+
 def test_a_dqn_run_is_tested_loaded_and_played(tmp_path):
     run_dir = tmp_path / "run"
     progress = train(run_dir, "algo=dqn", *CARTPOLE, "algo.epochs=3", "logger.tensorboard=true")

@@ -117,6 +117,24 @@ def test_every_algo_preset_has_its_registry_entry_and_learners():
             assert learner.__module__ == f"rlexp.algos.{name}.{backend}"
 
 
+def test_an_algorithm_whose_code_reads_its_epochs_declares_the_schedules_that_span_them():
+    """A schedule over the run's length (read from algo.epochs: PPO's annealing, DQN's beta) makes a run
+    that cannot be extended exactly; ``resume=`` refuses other epochs only for the settings an algorithm
+    declares in RUN_SCHEDULES (issue 71: DQN's beta was not declared). Any algorithm whose package reads
+    ``.epochs`` must declare at least one."""
+    for name, config in ALGOS.items():
+        package = ROOT / "rlexp" / "algos" / name
+        reads = [
+            f"{path.name}:{node.lineno}"
+            for path in sorted(package.glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == "epochs" and isinstance(node.ctx, ast.Load)
+        ]
+        assert not reads or config.RUN_SCHEDULES, (
+            f"{name} reads algo.epochs ({', '.join(reads)}) but declares no RUN_SCHEDULES"
+        )
+
+
 def rlexp_name(preset: str) -> str:
     """algo.name of the config that ``algo=<preset>`` composes."""
     return composed(f"algo={preset}").algo.name

@@ -66,6 +66,11 @@ class DQNConfig(OffPolicyConfig):
     ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Discrete,)
     BOUNDED_ACTIONS: ClassVar[bool] = False
     IMAGE_NETWORK: ClassVar[str] = "nature_cnn"
+    # prioritized replay's beta rises to 1 over the whole run (epochs x steps_per_epoch) when
+    # per_beta_steps is null (every rainbow run by default)
+    RUN_SCHEDULES: ClassVar[tuple[tuple[str, Callable[[Any], bool]], ...]] = (
+        ("per_beta_steps", lambda algo: algo.prioritized and algo.per_beta_steps is None),
+    )
     SAMPLED_ACTIONS: ClassVar[str | None] = "epsilon-greedy"  # at the epsilon the checkpoint was at
 
     optimizer: str = MISSING

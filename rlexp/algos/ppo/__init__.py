@@ -4,8 +4,9 @@ surrogate, stopping early on the rank-averaged KL, then ``train_v_iters`` value 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
@@ -24,6 +25,11 @@ class PPOConfig(OnPolicyConfig):
 
     NAME: ClassVar[str] = "ppo"
     LR_KEYS: ClassVar[tuple[str, ...]] = ("pi_lr", "vf_lr")
+    # the learning rates and the clip range fall linearly to 0 over the run's epochs
+    RUN_SCHEDULES: ClassVar[tuple[tuple[str, Callable[[Any], bool]], ...]] = (
+        ("anneal_lr", lambda algo: algo.anneal_lr),
+        ("anneal_clip", lambda algo: algo.anneal_clip),
+    )
 
     clip_ratio: float = MISSING
     pi_lr: float = MISSING
@@ -85,10 +91,6 @@ class PPOConfig(OnPolicyConfig):
             f"epoch ({steps} steps of each of its env.num_envs={num_envs} envs: algo.steps_per_epoch="
             f"{self.steps_per_epoch} over comm.procs={procs} x {num_envs} envs); every minibatch needs a row",
         )
-
-    def epochs_schedule(self) -> str | None:
-        annealed = [f"algo.{key}=true" for key in ("anneal_lr", "anneal_clip") if getattr(self, key)]
-        return ", ".join(annealed) or None
 
     @property
     def epoch_adv_norm(self) -> bool:
