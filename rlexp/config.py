@@ -8,6 +8,7 @@ resolved config is its ``config.yaml`` (:data:`CONFIG_FILE`), read back by :func
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import secrets
 from pathlib import Path
@@ -144,12 +145,31 @@ def apply_lr(container: dict[str, Any]) -> None:
             algo[key] = algo["lr"]
 
 
+def unknown_key(exc: Exception) -> str | None:
+    """One line for a key that a schema does not have (``algo.lrr=1``, ``+algo.foo=1``): the key, its
+    close matches among the keys of its group and all of them, sorted. None for other errors."""
+    key = getattr(exc, "full_key", None)
+    cls = getattr(exc, "object_type", None)
+    if type(exc).__name__ not in ("ConfigKeyError", "ConfigAttributeError") or not key:
+        return None
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return f"unknown key {key}"
+    parent, _, name = str(key).rpartition(".")
+    keys = sorted(f.name for f in dataclasses.fields(cls))
+    close = difflib.get_close_matches(name, keys, n=3, cutoff=0.6)
+    hint = f" (close matches: {', '.join(f'{parent}.{c}' if parent else c for c in close)})" if close else ""
+    return f"unknown key {key}{hint}; {parent or 'the root config'} has: {', '.join(keys)}"
+
+
 def explain_error(exc: Exception) -> str:
     """One line for an OmegaConf validation error (wrong type, missing or unknown key)."""
     key = getattr(exc, "full_key", None)
     msg = str(getattr(exc, "msg", exc)).strip().splitlines()[0]
     if isinstance(exc, OmegaConfBaseException) and type(exc).__name__ == "MissingMandatoryValue":
         return f"{key} is required but not set (give it on the command line: {key}=...)"
+    unknown = unknown_key(exc)
+    if unknown is not None:
+        return unknown
     return f"{key}: {msg}" if key else msg
 
 

@@ -7,7 +7,6 @@ report a user error in the same words.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from hydra.errors import (
@@ -18,17 +17,8 @@ from hydra.errors import (
 )
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from rlexp.config import explain_error
+from rlexp.config import explain_error, unknown_key
 from rlexp.errors import RLExpError, user_error
-
-
-def _unknown_key(exc: OmegaConfBaseException) -> str:
-    key = getattr(exc, "full_key", "?")
-    cls = getattr(exc, "object_type", None)
-    if cls is not None and dataclasses.is_dataclass(cls):
-        parent = key.rsplit(".", 1)[0] if "." in key else "the root config"
-        return f"unknown key {key}; {parent} has: {', '.join(f.name for f in dataclasses.fields(cls))}"
-    return f"unknown key {key}"
 
 
 def slurm_failure(text: str) -> str:
@@ -78,7 +68,7 @@ def user_message(exc: BaseException) -> str | None:
     if isinstance(exc, ConfigCompositionException) and isinstance(
         cause, (ConfigAttributeError, ConfigKeyError)
     ):
-        return _unknown_key(cause)
+        return unknown_key(cause) or explain_error(cause)
     if isinstance(exc, ConfigCompositionException) and isinstance(cause, OmegaConfBaseException):
         return explain_error(cause)
     if isinstance(exc, HydraException) and isinstance(exc.__cause__, RLExpError):

@@ -204,7 +204,16 @@ BAD_INPUTS = [
     (["algo.clip_ratio=1.5"], "algo.clip_ratio=1.5 is out of range"),
     (["comm.procs=0"], "comm.procs=0 is out of range"),
     (["comm.procs=3", "algo.steps_per_epoch=2"], "algo.steps_per_epoch=2 is smaller than comm.procs=3"),
-    (["algo.pi_lrr=1"], "unknown key algo.pi_lrr; algo has:"),
+    (["algo.pi_lrr=1"], "unknown key algo.pi_lrr (close matches: algo.pi_lr); algo has: adam_eps, adv_norm,"),
+    (
+        ["algo.lrr=1"],
+        "unknown key algo.lrr (close matches: algo.lr); algo has: adam_eps, adv_norm, anneal_clip,",
+    ),
+    (
+        ["+algo.foo=1"],
+        "unknown key algo.foo; algo has: adam_eps, adv_norm, anneal_clip, anneal_lr, clip_ratio,",
+    ),
+    (["+seeed=1"], "unknown key seeed (close matches: seed); the root config has: algo, allow_env_import,"),
     (["network.activation=swish"], "network.activation='swish' is unknown; choose one of: tanh"),
     (["algo.epochs=[1"], "bad override syntax"),
     (
