@@ -364,6 +364,17 @@ CARTPOLE = (
 )  # fmt: skip
 
 
+def test_epsilon_is_its_value_at_each_epochs_end_also_before_the_first_update(tmp_path):
+    """Epsilon is logged once per epoch, as it stands after the epoch's last step (acting goes on with
+    it), not as a mean over gradient steps: an epoch without any (before update_after) has it too."""
+    args = (*CARTPOLE, "algo.steps_per_epoch=250", "algo.start_steps=500", "algo.update_after=500")
+    progress = train(tmp_path / "run", "algo=dqn", *args, "algo.epochs=2", "algo.num_test_episodes=1")
+    algo = composed("algo=dqn", *args).algo
+    assert progress["Epsilon"].tolist() == pytest.approx([algo.epsilon(250), algo.epsilon(500)])
+    assert progress["Epsilon"].tolist() == pytest.approx([0.7625, 0.525])  # 1 - 0.95 t / 1000
+    assert np.isnan(progress["LossQ"].iloc[0])  # no gradient step in the first epoch
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("backend", ["torch", "tf"])
 def test_prioritized_n_step_runs_resume_exactly_with_2_ranks(tmp_path, backend):
@@ -453,9 +464,8 @@ def test_a_dqn_run_is_tested_loaded_and_played(tmp_path):
     run_dir = tmp_path / "run"
     progress = train(run_dir, "algo=dqn", *CARTPOLE, "algo.epochs=3", "logger.tensorboard=true")
     assert {"AverageQVals", "LossQ", "Epsilon", "AverageTestEpRet"} <= set(progress.columns)
-    # the mean epsilon of each epoch's gradient steps: falling over exploration_steps=1000, then 0.05
-    eps = progress["Epsilon"].tolist()
-    assert eps[0] > eps[1] > eps[2] == pytest.approx(0.05)
+    # epsilon at each epoch's end: 1 - 0.95 x 500/1000, then 0.05 from 1000 steps on
+    assert progress["Epsilon"].tolist() == pytest.approx([0.525, 0.05, 0.05])
     res = run_cli(str(run_dir), "-n", "2", module="rlexp.test_policy")
     assert res.returncode == 0 and "EpRet" in res.stdout, res.stderr[-2000:]
     res = run_cli(str(run_dir), "-n", "1", "--best", module="rlexp.test_policy")

@@ -47,9 +47,10 @@ class DQNLearnerBase(OffPolicyLearner):
             return np.int64(self.rng.integers(self.n_actions))
         return np.int64(np.argmax(self.q_values(obs)))
 
-    def update(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """One gradient step (the backend's); its statistics with the current epsilon."""
-        return {**super().update(batch), "Epsilon": self.epsilon}
+    def epoch_stats(self) -> dict[str, Any]:
+        """Epsilon at the end of the epoch (after its last env step), what acting goes on with: one
+        value per epoch, also in one without gradient steps."""
+        return {"Epsilon": float(self.epsilon)}
 
     def advance(self, steps: int) -> None:
         """Epsilon for ``steps`` env steps (all ranks); a target update each time ``steps`` passes a
