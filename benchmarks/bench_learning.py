@@ -26,7 +26,7 @@ human-normalised scores (HNS, conf/scores.yaml's random and human returns), and 
 those (a ratio of Pong's negative returns would mean nothing). With ``--sb3`` a last line per rlexp kind
 and env holds rlexp's median det10 against SB3's, measured in the same benchmark.
 
-    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn ...] [--kinds tuned defaults zoo ...]
+    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn|tqc|crossq ...] [--kinds tuned defaults zoo ...]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
         [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...] [--stored]
         [--out outputs/bench_learning] [--results benchmarks/results/learning]
@@ -47,6 +47,12 @@ of one kind stopped part-way is continued for the other.
 Recurrent PPO: ``--algo ppo --envs CartPoleNoVel-v1 PendulumNoVel-v1 --sb3`` trains the tuned (LSTM)
 presets, the same without memory (kind ``feedforward``) and sb3-contrib's RecurrentPPO with the zoo's
 ppo_lstm settings, each at its preset's budget (1e5 steps).
+
+TQC and CrossQ: ``--algo tqc crossq`` trains ``tuned`` (RL Baselines3 Zoo's MuJoCo settings) at 300,000
+steps on HalfCheetah, Walker2d, Ant and Humanoid (v4) by default, against SimbaV2's baseline results at 300k
+(CrossQ's and SAC's evaluation returns; CrossQ also against its 1M figures and rlexp's own SAC at 1M);
+``--algo sac tqc crossq`` adds rlexp's SAC (``tuned``) at the same budget and a line per algorithm and env
+against it.
 
 DQN's envs are CartPole-v1 and LunarLander-v3 by default; ``--envs`` also takes MinAtar/Breakout-v1,
 MinAtar/SpaceInvaders-v1 (env=minatar; -v0 for all 6 actions, as MinAtar's own DQN played) and
@@ -95,10 +101,12 @@ from typing import Any
 from common import (
     ALSO_AGAINST,
     DQN_ENVS,
+    EARLY_ENVS,
     MUJOCO_ENVS,
     NOVEL_ENVS,
     OWN_SUMMARY,
     PUBLISHED,
+    PUBLISHED_300K,
     REFERENCES,
     ROOT,
     ZOO_DQN,
@@ -110,8 +118,8 @@ from common import (
     spread,
 )
 
-ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn")
-OFF_POLICY = ("sac", "td3", "ddpg", "dqn")
+ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn", "tqc", "crossq")
+OFF_POLICY = ("sac", "td3", "ddpg", "dqn", "tqc", "crossq")
 KINDS = ("tuned", "defaults", "zoo", "rainbow", "feedforward")  # the named kinds (--variant adds tuned-LABEL)
 EVAL_EPISODES = 10
 MINATAR_EPSILON = 0.1  # MinAtar's DQN explores with END_EPSILON 0.1 after its first 105k frames
@@ -747,12 +755,39 @@ def ratio(ours: float, ref: float, env_id: str = "") -> str:
     return "-"
 
 
+def references(algo: str, steps: int | None) -> tuple[dict[str, dict[str, float]], tuple]:
+    """The published numbers of ``algo`` and its table's reference columns at the budget ``steps``: at
+    300k steps the early-training figures (common.PUBLISHED_300K), else those at about 1M."""
+    if steps == 300_000:
+        return PUBLISHED_300K.get(algo, {}), REFERENCES.get(f"{algo}-300k", ())
+    return PUBLISHED.get(algo, {}), REFERENCES.get(algo, REFERENCES["default"])
+
+
+def report_against_sac(
+    algos: list[str], kinds_of: dict[str, list[str]], envs: list[str], results: dict
+) -> None:
+    """One line per algorithm of the SAC family (TQC, CrossQ), kind and env against rlexp's own SAC
+    (``--algo sac`` in the same command, its tuned kind), on the median det10 of the same seeds."""
+    if "sac" not in algos:
+        return
+    for algo in [a for a in algos if a in ("tqc", "crossq")]:
+        for kind in kinds_of[algo]:
+            for env_id in envs:
+                ours = [r["det10"] for r in results[algo].get((kind, env_id), [])]
+                sac = [r["det10"] for r in results["sac"].get(("tuned", env_id), [])]
+                if ours and sac:
+                    a, b = statistics.median(ours), statistics.median(sac)
+                    print(
+                        f"{algo} {kind:10s} {env_id:15s} rlexp det10 {shown(env_id, a)}  "
+                        f"rlexp sac det10 {shown(env_id, b)}  {ratio(a, b, env_id)}"
+                    )
+
+
 def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: argparse.Namespace) -> None:
     """The table (median (min-max) over seeds) and one summary line per kind and env against the
     published numbers; with SB3's runs (kind ``sb3``) one more per rlexp kind and env against them, on
     det10 (the figure both have)."""
-    published = PUBLISHED.get(algo, {})
-    refs = REFERENCES.get(algo, REFERENCES["default"])
+    published, refs = references(algo, args.steps)
     budget = f"{args.steps:,} steps" if args.steps else "each preset's budget"
     print(f"\n{algo}, {budget}, seeds {' '.join(map(str, args.seeds))}; median (min-max) over seeds")
     print(
@@ -879,7 +914,14 @@ def main() -> None:
     if args.only_sb3 and not args.sb3:
         parser.error("--only-sb3 trains the --sb3 runs only: give --sb3 too")
     if args.envs is None:
-        args.envs = ["CartPole-v1", "LunarLander-v3"] if args.algo == ["dqn"] else list(MUJOCO_ENVS)
+        early = set(args.algo) & {"tqc", "crossq"}  # the SAC family's early-training comparison
+        args.envs = (
+            ["CartPole-v1", "LunarLander-v3"]
+            if args.algo == ["dqn"]
+            else list(EARLY_ENVS if early else MUJOCO_ENVS)
+        )
+        if early and args.steps is None:
+            args.steps = 300_000
     if args.steps is None and all(env in MUJOCO_ENVS for env in args.envs):
         args.steps = 1_000_000  # the MuJoCo benchmark's budget; elsewhere each tuned preset's
     if args.jobs < 1:
@@ -892,6 +934,8 @@ def main() -> None:
         has_zoo = (ROOT / zoo).is_file()
         if algo == "dqn":
             default = ["tuned", "rainbow"]
+        elif algo in ("tqc", "crossq") or (algo == "sac" and args.steps == 300_000):
+            default = ["tuned"]  # the early-training comparison: the zoo's settings (rlexp's, SAC)
         elif algo in OFF_POLICY:
             default = ["tuned", "defaults", *(["zoo"] if has_zoo else [])]
         else:
@@ -964,6 +1008,7 @@ def main() -> None:
         kinds_of[algo].append("sb3")
     for algo in args.algo:
         report(algo, kinds_of[algo], args.envs, results[algo], args)
+    report_against_sac(args.algo, kinds_of, args.envs, results)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,36 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
     },
 }
 
+# At 300k steps (the early-training budget of issue 73): the evaluation returns of SimbaV2's baseline results
+# (github.com/dojeon-ai/SimbaV2, results/baseline/*.csv: the mean of 10 seeds, MuJoCo v4 envs), CrossQ's at 300k
+# and 1M, SAC's at 300k; and rlexp's own SAC at 1M (docs/benchmarks.md, issue 27: the median det10 of 3 seeds),
+# which CrossQ at 300k is held against too.
+PUBLISHED_300K: dict[str, dict[str, dict[str, float]]] = {
+    "crossq": {
+        "crossq-300k": {
+            "HalfCheetah-v4": 10012.0,
+            "Walker2d-v4": 5941.0,
+            "Ant-v4": 5712.0,
+            "Humanoid-v4": 9039.0,
+        },
+        "crossq-1m": {
+            "HalfCheetah-v4": 12893.0,
+            "Walker2d-v4": 6257.0,
+            "Ant-v4": 6980.0,
+            "Humanoid-v4": 10480.0,
+        },
+        "rlexp-sac-1m": {"HalfCheetah-v4": 11954.0, "Walker2d-v4": 4235.0},
+    },
+    "sac": {
+        "sac-300k": {"HalfCheetah-v4": 8593.0, "Walker2d-v4": 2470.0, "Ant-v4": 3532.0, "Humanoid-v4": 3015.0}
+    },
+    "tqc": {
+        "sac-300k": {"HalfCheetah-v4": 8593.0, "Walker2d-v4": 2470.0, "Ant-v4": 3532.0, "Humanoid-v4": 3015.0}
+    },
+}
+# The envs of the 300k comparison
+EARLY_ENVS = ("HalfCheetah-v4", "Walker2d-v4", "Ant-v4", "Humanoid-v4")
+
 # The reference columns of each algorithm's table (keys of PUBLISHED[algo]), their headings, and the
 # figure of a run that follows each one's protocol: SB3-zoo's deterministic evaluation of the final policy
 # (det10), CleanRL's and MinAtar's training episodes (last100: MinAtar's curves average the episodes as
@@ -77,6 +107,14 @@ REFERENCES = {
         ("minatar", "MinAtar DQN", "last100"),
         ("minatar-lr", "MinAtar DQN lr 2^-12", "last100"),
     ),
+    # at 300k steps (PUBLISHED_300K): every reference against the final policy's deterministic evaluation
+    "crossq-300k": (
+        ("crossq-300k", "CrossQ(300k)", "det10"),
+        ("crossq-1m", "CrossQ(1M)", "det10"),
+        ("rlexp-sac-1m", "rlexp SAC(1M)", "det10"),
+    ),
+    "sac-300k": (("sac-300k", "SAC(300k)", "det10"),),
+    "tqc-300k": (("sac-300k", "SAC(300k)", "det10"),),
     "default": (
         ("sb3-zoo", "SB3-zoo", "det10"),
         ("cleanrl", "CleanRL", "last100"),
@@ -92,7 +130,7 @@ ALSO_AGAINST = {"minatar": ("act6",), "minatar-lr": ("act6",)}
 # References held against in summary lines of their own also where an earlier reference has a number for
 # the env (otherwise only the first one with a number is): MinAtar's DQN at rlexp's step size, beside
 # its curves.
-OWN_SUMMARY = {"minatar-lr"}
+OWN_SUMMARY = {"minatar-lr", "crossq-1m", "rlexp-sac-1m"}
 
 # DQN's benchmark envs: name -> (env preset, env.id or None). The budget of each is its tuned=dqn preset's
 # (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless --steps says otherwise.
