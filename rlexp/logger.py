@@ -220,8 +220,8 @@ class Logger:
         return rows, last_row.get("Epoch")
 
     def log(self, msg: str, color: str = "green") -> None:
-        """Print a colorized message (rank 0 only)."""
-        if self.console:
+        """Print a colorized message (rank 0 only; nothing with console quiet)."""
+        if self.console != "quiet":
             print(colorize(msg, color, bold=True), flush=True)
 
     def log_tabular(self, key: str, val: Any) -> None:

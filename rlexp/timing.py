@@ -13,10 +13,16 @@ test episodes, buffer writes) is the rest of the epoch. Each epoch logs, after S
 columns, ``SPS`` (env steps of all ranks per second of this epoch's wall-clock time) and
 ``FracEnv``, ``FracAct``, ``FracUpdate``, ``FracComm`` (rank 0's shares of the epoch's wall-clock
 time, each in [0, 1]). Rank 0 prints a progress line with an ETA after each epoch.
+
+The ETA counts the time of the epochs after the off-policy warm-up (``algo.start_steps`` of random
+actions, no gradient steps before ``algo.update_after``), which are faster than the rest: until such
+an epoch has been timed it is marked provisional, and a run that starts in a long warm-up says so at
+once (Atari's is 100,000 steps).
 """
 
 from __future__ import annotations
 
+import math
 from time import perf_counter
 
 import rlexp.comm as comm
@@ -25,6 +31,7 @@ from rlexp.logger import EpochLogger
 PHASES = ("env", "act", "update")
 COLUMNS = ("SPS", "FracEnv", "FracAct", "FracUpdate", "FracComm")
 PROGRESS_AFTER_S = 20.0  # print progress lines only for runs expected to take longer than this
+WARMUP_SHARE = 0.1  # a warm-up shorter than this share of an epoch does not count (DQN's default 100 steps)
 
 
 def format_duration(seconds: float) -> str:
@@ -72,13 +79,35 @@ class EpochTimer:
     :param epochs: the run's number of epochs (for the ETA).
     :param first_epoch: epochs already done before this process started (a resumed run), so that
         the ETA is computed from the epochs this process has timed.
+    :param warmup: env steps (all ranks) of the off-policy warm-up: random actions and no gradient
+        steps before them (the larger of ``start_steps`` and ``update_after``; 0: none).
+    :param steps_per_epoch: env steps (all ranks) per epoch.
     """
 
-    def __init__(self, epochs: int, first_epoch: int = 0) -> None:
-        self.epochs, self.first_epoch = epochs, first_epoch
+    def __init__(self, epochs: int, first_epoch: int = 0, warmup: int = 0, steps_per_epoch: int = 1) -> None:
+        self.epochs, self.first_epoch, self.warmup = epochs, first_epoch, warmup
+        #: the first epoch (counted from 1) whose steps all come after the warm-up
+        self.steady_from = (
+            1 if warmup < WARMUP_SHARE * steps_per_epoch else math.ceil(warmup / steps_per_epoch) + 1
+        )
+        self.steady: list[float] = []  # wall-clock seconds of the epochs after the warm-up timed here
         self.run_start = self.epoch_start = perf_counter()
         self.comm_start = comm.seconds()
         self.phases = {"env": Phase(), "act": Phase(), "update": UpdatePhase()}
+
+    def warmup_note(self) -> str | None:
+        """What to say when this process starts inside a warm-up that spans a notable part of its epochs
+        (their lines are faster than the later ones'); None otherwise."""
+        if self.first_epoch + 1 >= self.steady_from:
+            return None
+        last = self.steady_from - 1
+        head = f"Warm-up until env step {self.warmup:,}: random actions and no gradient steps"
+        if last >= self.epochs:
+            return f"{head} (the whole run of {self.epochs} epoch{'s' * (self.epochs != 1)})"
+        which = f"epoch {last}" if last == 1 else f"epochs 1-{last}"
+        return (
+            f"{head} ({which} of {self.epochs}); the epochs after it are slower, and the ETA counts from them"
+        )
 
     def phase(self, name: str) -> Phase:
         """The context manager that times ``name`` (one of :data:`PHASES`)."""
@@ -104,14 +133,32 @@ class EpochTimer:
         logger.log_tabular("FracUpdate", spent["update"] / wall)
         logger.log_tabular("FracComm", comm_s / wall)
         self._last = (epoch, env_steps / wall, now)
+        if epoch >= self.steady_from:
+            self.steady.append(wall)
         self.epoch_start, self.comm_start = now, comm.seconds()
         for phase in self.phases.values():
             phase.spent = 0.0
 
+    def eta(self) -> tuple[float, bool]:
+        """(seconds left, provisional): the remaining epochs at the mean time of the epochs after the
+        warm-up timed so far; before there is one, at the mean time of all epochs timed, provisional."""
+        epoch, _, now = self._last
+        left = self.epochs - epoch
+        if self.steady:
+            return sum(self.steady) / len(self.steady) * left, False
+        return (now - self.run_start) / max(epoch - self.first_epoch, 1) * left, True
+
     def progress(self, logger: EpochLogger) -> None:
-        """Print ``epoch 3/50  2,431 SPS  ETA 1m20s`` (rank 0, console only) for runs long enough to need it."""
+        """Print ``epoch 3/50  2,431 SPS  ETA 1m20s`` (rank 0, console only) for runs long enough to need it;
+        an ETA measured in the warm-up only says it is provisional."""
         epoch, sps, now = self._last
-        elapsed = now - self.run_start
-        eta = elapsed / max(epoch - self.first_epoch, 1) * (self.epochs - epoch)
-        if epoch < self.epochs and elapsed + eta > PROGRESS_AFTER_S:
-            logger.log(f"epoch {epoch}/{self.epochs}  {sps:,.0f} SPS  ETA {format_duration(eta)}", "cyan")
+        eta, provisional = self.eta()
+        if epoch < self.epochs and now - self.run_start + eta > PROGRESS_AFTER_S:
+            note = (
+                f" (provisional: measured in the warm-up, before env step {self.warmup:,})"
+                if provisional
+                else ""
+            )
+            logger.log(
+                f"epoch {epoch}/{self.epochs}  {sps:,.0f} SPS  ETA {format_duration(eta)}{note}", "cyan"
+            )

@@ -60,3 +60,51 @@ def test_mpi_time_inside_a_phase_counts_as_comm(monkeypatch):
     timer.log(logger, epoch=1, env_steps=100)
     row = logger.dump_tabular()
     assert row["FracUpdate"] == pytest.approx(0.75) and row["FracComm"] == pytest.approx(0.25)
+
+
+def test_the_eta_counts_the_epochs_after_the_off_policy_warm_up(capsys, monkeypatch):
+    """Epochs 1-2 are warm-up (random actions, no gradient steps: 1 s each), epoch 3 learns (5 s): the
+    ETA after the warm-up is provisional and says so, then it counts the learning epochs only."""
+    clocks = Clocks(monkeypatch)
+    monkeypatch.setattr(timing, "PROGRESS_AFTER_S", 0.0)
+    logger = EpochLogger(None)
+    timer = EpochTimer(epochs=10, warmup=200, steps_per_epoch=100)
+    assert timer.warmup_note() == (
+        "Warm-up until env step 200: random actions and no gradient steps (epochs 1-2 of 10); the epochs "
+        "after it are slower, and the ETA counts from them"
+    )
+    lines = []
+    for epoch, seconds in ((1, 1.0), (2, 1.0), (3, 5.0)):
+        clocks.wall += seconds
+        timer.log(logger, epoch=epoch, env_steps=100)
+        logger.dump_tabular()
+        capsys.readouterr()
+        timer.progress(logger)
+        lines.append(capsys.readouterr().out.strip())
+    assert lines[1].endswith("ETA 8s (provisional: measured in the warm-up, before env step 200)")
+    assert lines[2].endswith("SPS  ETA 35s")  # 7 epochs left at 5 s (all 3 epochs' mean would give 16s)
+    # DQN's default warm-up (100 of 4,000 steps) is no warm-up to speak of; a resumed run past it neither
+    assert EpochTimer(epochs=10, warmup=100, steps_per_epoch=4000).warmup_note() is None
+    assert EpochTimer(epochs=10, first_epoch=2, warmup=200, steps_per_epoch=100).warmup_note() is None
+
+
+def test_a_run_in_a_long_warm_up_says_so_before_its_first_epoch_and_quiet_says_nothing(tmp_path, capsys):
+    from tests.conftest import run_cli
+
+    args = (
+        "algo=dqn",
+        "algo.epochs=3",
+        "algo.steps_per_epoch=200",
+        "algo.start_steps=400",
+        "algo.update_after=400",
+    )
+    res = run_cli(f"hydra.run.dir={tmp_path / 'a'}", *args, "logger.console=line", "algo.num_test_episodes=1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = res.stdout.splitlines()
+    note = "Warm-up until env step 400: random actions and no gradient steps (epochs 1-2 of 3)"
+    assert any(
+        ln.startswith(note)
+        for ln in lines[: lines.index(next(ln for ln in lines if ln.startswith("Epoch 1 ")))]
+    )
+    EpochLogger(None, console="quiet").log("a message")  # quiet (and ranks other than 0) print nothing
+    assert capsys.readouterr().out == ""

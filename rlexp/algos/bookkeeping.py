@@ -66,7 +66,12 @@ class Bookkeeping:
         self.first_epoch = 0 if self.loop_state is None else int(self.loop_state["epoch"])
         elapsed = 0.0 if self.loop_state is None else float(self.loop_state["time"])
         self.start = time.time() - elapsed
-        self.timer = EpochTimer(cfg.algo.epochs, self.first_epoch)
+        # the off-policy warm-up: random actions and no gradient steps (none on-policy)
+        warmup = max(getattr(cfg.algo, "start_steps", 0), getattr(cfg.algo, "update_after", 0))
+        self.timer = EpochTimer(cfg.algo.epochs, self.first_epoch, warmup, cfg.algo.steps_per_epoch)
+        note = self.timer.warmup_note()
+        if note is not None:
+            logger.log(note, "cyan")
         #: test episodes, the best checkpoint and the return that ends the run
         self.evaluation = Evaluation(cfg, run_dir, learner, logger, seeds, self.loop_state)
 
