@@ -1,7 +1,7 @@
 """``python -m rlexp.test_policy RUN_DIR [options]`` (``rlexp-test-policy``): run a trained policy.
 
 Spinning Up's ``test_policy`` for rlexp runs of either backend. The environment and the policy are
-rebuilt from RUN_DIR/config.yaml and a checkpoint (``checkpoints/epoch_N.pt`` or ``.npz``, or with
+rebuilt from RUN_DIR/config.yaml and a checkpoint (``checkpoints/epoch_000002.pt`` or ``.npz`` after 2 epochs, or with
 ``--best`` the checkpoint of the best evaluation score, ``checkpoints/best.pt`` or ``.npz``), never
 from pickled objects, so a custom env works whenever its id can be made. Each episode's return and length
 are printed, then a summary (mean, std, max, min) in the logger's table.
@@ -79,7 +79,7 @@ def load_learner(
         ckpts = list_checkpoints(run_dir)
         if not ckpts:
             raise RLExpError(
-                f"{run_dir} has no checkpoint (checkpoints/epoch_N.pt or .npz); it is written every "
+                f"{run_dir} has no checkpoint (checkpoints/epoch_000001.pt or .npz, ...); it is written every "
                 "algo.save_freq epochs and after the last one"
             )
         epoch = max(ckpts) if itr < 0 else itr
