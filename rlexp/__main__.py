@@ -39,6 +39,11 @@ def main() -> None:
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises instead of printing its own report
     try:
+        if any(arg in ("--version", "-V") for arg in sys.argv[1:]):  # rlexp's version, Hydra's beside it
+            import rlexp
+
+            print(f"rlexp {rlexp.__version__} (Hydra {hydra.__version__})")
+            return
         if any(arg in ("--help", "-h") for arg in sys.argv[1:]):  # rlexp's help; Hydra's: --hydra-help
             from rlexp.help import help_text
 

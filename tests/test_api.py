@@ -292,3 +292,30 @@ def test_the_readmes_custom_env_recipe(tmp_path):
     assert {k: config["env"][k] for k in preset_keys} == preset_keys
     assert config["env"]["wrappers"] == [] and not config["env"]["normalize_obs"]  # the pipeline's defaults
     assert pd.read_table(tmp_path / "b" / "progress.txt")["EpLen"].iloc[0] == 100
+
+
+def test_the_version_and_the_public_names_of_import_rlexp(tmp_path):
+    """python -m rlexp --version is rlexp's (Hydra's beside it); rlexp.__version__ is the installed
+    distribution's; dir(rlexp) lists the API (train, load, ...) and not typing's names; none of it
+    imports the API, Hydra or a deep-learning library."""
+    from importlib.metadata import version
+
+    import hydra
+
+    res = run_cli("--version")
+    assert res.returncode == 0 and res.stdout == f"rlexp {version('rlexp')} (Hydra {hydra.__version__})\n"
+    probe = (
+        "import sys, rlexp; names = dir(rlexp); v = rlexp.__version__; "
+        "print(v); print(' '.join(names)); "
+        "print(' '.join(m for m in ('rlexp.api', 'hydra', 'torch', 'tensorflow') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    v, names, heavy = out.stdout.split("\n")[:3]
+    assert v == version("rlexp")
+    assert {"train", "load", "compose", "Run", "Policy", "RLExpError", "ConfigError", "__version__"} <= set(
+        names.split()
+    )
+    assert not {"Any", "TYPE_CHECKING", "annotations"} & set(names.split()), names
+    assert heavy == ""
