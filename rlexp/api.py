@@ -178,7 +178,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
         raise RLExpError(message) from None
 
 
-def train(overrides: Sequence[str] = (), run_dir: str | os.PathLike | None = None) -> Run:
+def train(overrides: Sequence[str] = (), run_dir: str | os.PathLike | None = None) -> Run | None:
     """Train the run that ``python -m rlexp OVERRIDES`` would train, and return it.
 
     :param overrides: the command line's arguments, e.g. ``["algo=td3", "env=Pendulum-v1", "seed=1"]``
@@ -187,6 +187,8 @@ def train(overrides: Sequence[str] = (), run_dir: str | os.PathLike | None = Non
         command (``hydra.run.dir=...`` among the overrides does the same).
     :returns: the :class:`Run`. A stop signal (Ctrl-C, an interrupted kernel) ends the run after its
         current epoch with a checkpoint; the run is returned unfinished and ``resume=`` continues it.
+        With ``dry_run=true`` among the overrides nothing trains and nothing is written: the checks
+        pass (else :class:`RLExpError`), the line saying what would run is printed, and None returned.
     """
     from omegaconf import OmegaConf, open_dict
 
@@ -201,4 +203,4 @@ def train(overrides: Sequence[str] = (), run_dir: str | os.PathLike | None = Non
     path = Path(os.fspath(where))
     with contextlib.suppress(Stopped):  # the run is saved and resumable: return it as it stands
         run_job(cfg, path, [str(o) for o in overrides], choices=choices)
-    return load(path)
+    return None if cfg.get("dry_run") else load(path)

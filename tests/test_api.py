@@ -319,3 +319,14 @@ def test_the_version_and_the_public_names_of_import_rlexp(tmp_path):
     )
     assert not {"Any", "TYPE_CHECKING", "annotations"} & set(names.split()), names
     assert heavy == ""
+
+
+def test_train_with_dry_run_checks_writes_nothing_and_returns_none(tmp_path, capsys):
+    import rlexp
+
+    assert rlexp.train(["dry_run=true", "algo.epochs=1"], run_dir=tmp_path / "run") is None
+    assert "Dry run: the checks passed; would train ppo on CartPole-v1" in capsys.readouterr().out
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(rlexp.RLExpError, match="dqn cannot handle the action space Box"):
+        rlexp.train(["dry_run=true", "algo=dqn", "env=Pendulum-v1"], run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
