@@ -85,7 +85,7 @@ class Bookkeeping:
         writes the best checkpoint here.
         """
         logger, algo = self.logger, self.cfg.algo
-        logger.store(**self.learner.epoch_stats())
+        logger.store(**self.learner.end_of_epoch_stats())
         for key, min_max in algo.stats():
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)
         logger.log_tabular("Time", time.time() - self.start)

@@ -91,7 +91,7 @@ class Learner(ABC):
         """Re-take the numpy copy of the weights that acting uses, after the parameters changed
         (see :mod:`rlexp.nn.acting`); learners that act with the library itself have none."""
 
-    def epoch_stats(self) -> Stats:
+    def end_of_epoch_stats(self) -> Stats:
         """Statistics of the learner's state at the end of an epoch, logged once per epoch (DQN's
         Epsilon); those of its updates come from :meth:`update`. None for most learners."""
         return {}

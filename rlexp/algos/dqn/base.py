@@ -47,7 +47,7 @@ class DQNLearnerBase(OffPolicyLearner):
             return np.int64(self.rng.integers(self.n_actions))
         return np.int64(np.argmax(self.q_values(obs)))
 
-    def epoch_stats(self) -> dict[str, Any]:
+    def end_of_epoch_stats(self) -> dict[str, Any]:
         """Epsilon at the end of the epoch (after its last env step), what acting goes on with: one
         value per epoch, also in one without gradient steps."""
         return {"Epsilon": float(self.epsilon)}
