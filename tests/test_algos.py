@@ -66,6 +66,30 @@ COLUMNS = {
         "Time",
         *THROUGHPUT,
     ],
+    # SAC's relatives tune alpha by default (sb3-contrib's ent_coef 'auto')
+    "tqc": [
+        *OFF_POLICY_COLUMNS,
+        *mm("QVals"),
+        *mm("LogPi"),
+        "LossPi",
+        "LossQ",
+        "Alpha",
+        "LossAlpha",
+        "Time",
+        *THROUGHPUT,
+    ],
+    "crossq": [
+        *OFF_POLICY_COLUMNS,
+        *mm("Q1Vals"),
+        *mm("Q2Vals"),
+        *mm("LogPi"),
+        "LossPi",
+        "LossQ",
+        "Alpha",
+        "LossAlpha",
+        "Time",
+        *THROUGHPUT,
+    ],
 }
 ON_SHORT = ["algo.train_v_iters=5"]
 OFF_SHORT = [
@@ -81,6 +105,8 @@ SHORT = {
     "ddpg": OFF_SHORT,
     "td3": OFF_SHORT,
     "sac": OFF_SHORT,
+    "tqc": OFF_SHORT,
+    "crossq": [*OFF_SHORT, "algo.critic_width=64"],
 }
 
 

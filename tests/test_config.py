@@ -177,6 +177,8 @@ def test_each_algorithm_has_spinning_ups_defaults_and_network(algo):
         ("ddpg", ["pi_lr", "q_lr"]),
         ("td3", ["pi_lr", "q_lr"]),
         ("sac", ["lr"]),
+        ("tqc", ["lr"]),
+        ("crossq", ["lr"]),
     ],
 )
 def test_lr_reaches_every_rate_of_every_algorithm(algo, keys):
@@ -190,7 +192,10 @@ def test_generic_env_preset_takes_any_registered_id():
 
 # (overrides, a fragment the one-line message must contain)
 BAD_INPUTS = [
-    (["algo=foo"], "unknown algo option 'foo'; choose one of: ddpg, dqn, ppo, rainbow, sac, td3, trpo, vpg"),
+    (
+        ["algo=foo"],
+        "unknown algo option 'foo'; choose one of: crossq, ddpg, dqn, ppo, rainbow, sac, td3, tqc, trpo, vpg",
+    ),
     (["env=NoSuchEnv-v0"], "unknown env option 'NoSuchEnv-v0'"),
     (["backend=jax"], "unknown backend option 'jax'"),
     (
@@ -248,6 +253,23 @@ BAD_INPUTS = [
         "algo.num_test_episodes=-1 is out of range",
     ),
     (["algo.stop_at_return=inf"], "algo.stop_at_return=inf is out of range; use a finite number or null"),
+    (["algo=tqc"], "tqc cannot handle the action space Discrete(2) of CartPole-v1; supported: Box"),
+    (["algo=crossq"], "crossq cannot handle the action space Discrete(2) of CartPole-v1; supported: Box"),
+    (
+        ["algo=tqc", "env=Pendulum-v1", "algo.drop_per_critic=25"],
+        "algo.drop_per_critic=25 drops every atom of the target (each critic has algo.n_quantiles=25)",
+    ),
+    (["algo=tqc", "env=Pendulum-v1", "algo.n_critics=0"], "algo.n_critics=0 is out of range"),
+    (["algo=crossq", "env=Pendulum-v1", "algo.critic_width=0"], "algo.critic_width=0 is out of range"),
+    (
+        ["algo=crossq", "env=Pendulum-v1", "algo.polyak=0.99"],
+        "algo.polyak=0.99 has no meaning for crossq: it has no target networks",
+    ),
+    (["algo=crossq", "env=Pendulum-v1", "algo.adam_beta1=1"], "algo.adam_beta1=1.0 is out of range"),
+    (
+        ["algo=crossq", "env=Pendulum-v1", "algo.renorm_momentum=0"],
+        "algo.renorm_momentum=0.0 is out of range",
+    ),
 ]
 
 

@@ -42,6 +42,9 @@ CASES = {
     "ppo-tf": ("algo=ppo", "backend=tf", *ON_POLICY),
     "sac-torch": ("algo=sac", "backend=torch", *OFF_POLICY),
     "td3-tf": ("algo=td3", "backend=tf", *OFF_POLICY),
+    "tqc-torch": ("algo=tqc", "backend=torch", *OFF_POLICY),
+    # CrossQ: the running statistics of batch renormalisation are state too
+    "crossq-tf": ("algo=crossq", "backend=tf", *OFF_POLICY, "algo.critic_width=32"),
 }
 
 
@@ -132,6 +135,25 @@ def test_train_n_epochs_then_m_more_equals_n_plus_m(tmp_path):
     assert f"Continuing {part} after 2 epochs" in res.stdout
     assert "algo.epochs: 2 there, 4 now" in res.stdout  # config.yaml now says what the run did
     assert "epochs: 4" in (part / "config.yaml").read_text()
+    assert_same_run(whole, part)
+
+
+@pytest.mark.parametrize(
+    "case,procs",
+    [("tqc-torch", 1), ("crossq-tf", 1), pytest.param("crossq-torch", 2, marks=pytest.mark.mpi)],
+)
+def test_sac_relatives_n_epochs_then_m_more_equal_n_plus_m(tmp_path, case, procs):
+    """TQC and CrossQ extended by resume=RUN algo.epochs=... (CrossQ's running statistics included; with
+    2 ranks each rank's replay, generators and statistics)."""
+    algo, backend = case.split("-")
+    args = (f"algo={algo}", f"backend={backend}", *OFF_POLICY, f"comm.procs={procs}")
+    args += ("algo.critic_width=32",) if algo == "crossq" else ()
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    train(whole, *args, "algo.epochs=3")
+    train(part, *args, "algo.epochs=2")
+    res = run_cli(f"resume={part}", "algo.epochs=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"Continuing {part} after 2 epochs" in res.stdout
     assert_same_run(whole, part)
 
 

@@ -104,7 +104,11 @@ def test_every_algo_preset_has_its_registry_entry_and_learners():
         for p in (ROOT / "conf" / "algo").glob("*.yaml")
     }
     presets = {stem for stem, name in names.items() if name == stem}  # an algorithm's own preset
-    assert sorted(presets) == sorted(ALGOS) == ["ddpg", "dqn", "ppo", "sac", "td3", "trpo", "vpg"]
+    assert (
+        sorted(presets)
+        == sorted(ALGOS)
+        == ["crossq", "ddpg", "dqn", "ppo", "sac", "td3", "tqc", "trpo", "vpg"]
+    )
     # the other presets are variants of one (algo=rainbow: dqn with its extensions on)
     assert {stem: rlexp_name(stem) for stem in names if stem not in presets} == {"rainbow": "dqn"}
     for name, config in ALGOS.items():

@@ -741,14 +741,23 @@ class QuantileCritics(Module):
 
 def quantile_huber_loss(current: tf.Tensor, target: tf.Tensor, sum_over_quantiles: bool = False) -> tf.Tensor:
     """rlexp/nn/torch.py's quantile Huber loss (kappa 1): estimates ``current`` (..., n) at the levels
-    (2i + 1) / (2n) against the target samples ``target`` (..., m), which carry no gradient."""
+    (2i + 1) / (2n) against the target samples ``target`` (..., m), which carry no gradient; its
+    gradient computed beside it in a few passes over the pairs, as torch's ``_QuantileHuberLoss``."""
     n = current.shape[-1]
-    tau = (tf.range(n, dtype=current.dtype) + 0.5) / n
-    delta = tf.stop_gradient(target)[..., None, :] - current[..., :, None]  # (..., n, m)
-    abs_delta = tf.abs(delta)
-    huber = tf.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * tf.square(delta))
-    loss = tf.abs(tau[:, None] - tf.cast(tf.stop_gradient(delta) < 0, delta.dtype)) * huber
-    return tf.reduce_mean(tf.reduce_sum(loss, axis=-2)) if sum_over_quantiles else tf.reduce_mean(loss)
+    tau = ((tf.range(n, dtype=current.dtype) + 0.5) / n)[:, None]
+    target = tf.stop_gradient(target)
+
+    @tf.custom_gradient
+    def loss_of(current: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
+        delta = target[..., None, :] - current[..., :, None]  # (..., n, m)
+        c = tf.clip_by_value(delta, -1.0, 1.0)
+        wc = tf.where(delta < 0, 1 - tau, tau) * c
+        count = tf.cast(tf.size(delta) // (n if sum_over_quantiles else 1), delta.dtype)
+        loss = tf.reduce_sum(wc * (delta - 0.5 * c)) / count
+        d_current = -tf.reduce_sum(wc, axis=-1) / count
+        return loss, lambda grad: d_current * grad
+
+    return loss_of(current)
 
 
 class SquashedGaussianActor(Module):
