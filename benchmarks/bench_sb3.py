@@ -5,7 +5,7 @@ touched: it is already installed). Every measurement runs in a fresh subprocess 
 TF thread; rlexp and SB3 alternate within each repetition so that both see the same machine load.
 Prints figures and ratios; asserts nothing.
 
-    python benchmarks/bench_sb3.py [--algos td3 sac ppo] [--reps 3] [--no-backends] [--no-mpi]
+    python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-mpi]
                                    [--no-envpath] [--no-contention]
 
 After the SB3 table come rlexp's env path per env step beside the raw env's step (one env, 8 sync, 8
@@ -35,6 +35,11 @@ How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
   rate 1e-3, SAC at 3e-4 with automatic entropy tuning (SB3 ``ent_coef="auto"``, rlexp
   ``autotune_alpha``), one gradient step per env step; learning starts at the same step as the rows
   above (not the zoo's 10,000), to reach the steady state sooner.
+- TQC, CrossQ: sb3-contrib's defaults on both sides (rlexp's ``conf/algo/tqc.yaml`` and ``crossq.yaml``
+  hold them): TQC with 2 critics of 25 quantiles, 2 dropped per critic, 256x256, lr 3e-4, batch 256, tau
+  0.005, automatic entropy; CrossQ with critics 1024 wide (the policy 256x256), batch renormalisation,
+  lr 1e-3, Adam beta1 0.5, policy delay 3, batch 256, automatic entropy; one gradient step per env step,
+  learning from the same step as the rows above.
 - PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo`` with the zoo's constant
   learning rate; SB3 with VecNormalize and the zoo's hyperparameters): 512 steps per update, 8
   minibatches of 64, 20 passes, 256x256 ReLU.
@@ -117,6 +122,12 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
             "algo.num_test_episodes=0",
             f"algo.save_freq={epochs}",
         ]
+    if algo in ("tqc", "crossq"):  # sb3-contrib's defaults, which the presets hold
+        return [
+            f"algo={algo}", f"algo.epochs={epochs}", f"algo.steps_per_epoch={OFF_EPOCH}",
+            f"algo.start_steps={LEARNING_STARTS}", f"algo.update_after={LEARNING_STARTS}",
+            "algo.num_test_episodes=0", f"algo.save_freq={epochs}",
+        ]  # fmt: skip
     common = [
         f"algo={algo}",
         "network=mlp256x256_relu",
@@ -234,6 +245,13 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu"
             seed=0,
             device=device,
         )
+    elif algo in ("tqc", "crossq"):  # sb3-contrib's defaults (rlexp's presets hold them)
+        from sb3_contrib import TQC, CrossQ
+
+        start, stop = warmup, warmup + window
+        model = (TQC if algo == "tqc" else CrossQ)(
+            "MlpPolicy", env, learning_starts=LEARNING_STARTS, seed=0, device=device
+        )
     else:
         start, stop = warmup, warmup + window
         act_dim = env.action_space.shape[0]
@@ -336,7 +354,7 @@ def main() -> None:
     parser.add_argument(
         "--algos",
         nargs="*",
-        default=["td3", "sac", "ppo", "ppo-zoo", "td3-zoo", "sac-zoo", "dqn", "dqn-atari"],
+        default=["td3", "sac", "ppo", "ppo-zoo", "td3-zoo", "sac-zoo", "tqc", "crossq", "dqn", "dqn-atari"],
         help="none: skip the SB3 tables",
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
@@ -367,7 +385,7 @@ def main() -> None:
         return
 
     if args.algos:
-        ensure_sb3()
+        ensure_sb3(contrib=bool({"tqc", "crossq"} & set(args.algos)))  # sb3-contrib's TQC and CrossQ
     print(f"rlexp vs Stable-Baselines3 {SB3_VERSION} on {ENV}, CPU, 1 thread, {args.reps} repetitions")
     print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
     lines = []
