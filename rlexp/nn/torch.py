@@ -727,11 +727,17 @@ class QuantileCritics(nn.Module):
 
 
 class _QuantileHuberLoss(torch.autograd.Function):
-    """:func:`quantile_huber_loss` with its gradient computed in the forward pass, in a few passes over
-    the (..., n, m) pairs: ``w = |tau_i - 1{delta_ij < 0}|``, ``c = clip(delta_ij, -1, 1)``; the loss is
-    ``sum(w c (delta - c / 2)) / count`` (the Huber loss is ``c (delta - c / 2)``) and its gradient with
-    respect to ``current_i`` is ``-sum_j(w c) / count``. autograd's graph of the same formula takes about
-    twenty passes over the pairs and dominated TQC's gradient step (the values are the same)."""
+    """:func:`quantile_huber_loss` and its gradient from the sorted target samples, without the pairs.
+
+    For an estimate c at the level tau and the target samples t_j sorted, the pairs fall into four runs
+    of j: t < c - 1 (weight 1 - tau, Huber c - t - 1/2, clipped delta -1), c - 1 <= t < c (1 - tau,
+    (t - c)^2 / 2, t - c), c <= t <= c + 1 (tau, (t - c)^2 / 2, t - c) and t > c + 1 (tau, t - c - 1/2,
+    1). Binary search finds the runs' bounds; prefix sums of t and t^2 (float64) give each run's sum of
+    Huber losses and of clipped deltas in O(1). The loss is ``sum_ij w h / count`` and its gradient with
+    respect to c_i ``-sum_j w clip(delta_ij, -1, 1) / count``: the values of the pairwise formula, in
+    O(n log m) per row instead of the O(n m) pairs (autograd's graph of the pairwise formula took about
+    twenty passes over them and dominated TQC's gradient step; QR-DQN's 200 x 200 pairs more so).
+    """
 
     @staticmethod
     def forward(
@@ -740,21 +746,41 @@ class _QuantileHuberLoss(torch.autograd.Function):
         target: torch.Tensor,
         sum_over_quantiles: bool,
     ) -> torch.Tensor:
-        n = current.shape[-1]
-        tau = ((torch.arange(n, device=current.device, dtype=current.dtype) + 0.5) / n)[:, None]
-        delta = target.unsqueeze(-2) - current.unsqueeze(-1)  # (..., n, m)
-        c = delta.clamp(-1.0, 1.0)
-        wc = torch.where(delta < 0, 1 - tau, tau).mul_(c)
-        count = delta.numel() // (n if sum_over_quantiles else 1)
-        loss = (wc * delta.sub_(c, alpha=0.5)).sum() / count
-        ctx.save_for_backward(wc.sum(-1).div_(-count))  # d loss / d current
-        return loss
+        n, m = current.shape[-1], target.shape[-1]
+        lead = torch.broadcast_shapes(current.shape[:-1], target.shape[:-1])
+        c = current.expand(*lead, n).reshape(-1, n).double()
+        t = target.expand(*lead, m).reshape(-1, m).double()
+        # numpy's sort of many short rows is ~10x faster than torch's on a CPU
+        t = torch.from_numpy(np.sort(t.numpy(), axis=1)) if t.device.type == "cpu" else t.sort(dim=1).values
+        zero = torch.zeros(t.shape[0], 1, dtype=t.dtype, device=t.device)
+        p1 = torch.cat([zero, t.cumsum(1)], dim=1)  # p1[k] = sum of the k smallest t
+        p2 = torch.cat([zero, (t * t).cumsum(1)], dim=1)
+        a = torch.searchsorted(t, c - 1, side="left")  # t < c - 1
+        b = torch.searchsorted(t, c, side="left")  # t < c
+        e = torch.searchsorted(t, c + 1, side="right")  # t <= c + 1
+        s1a, s1b, s1e = p1.gather(1, a), p1.gather(1, b), p1.gather(1, e)
+        s2a, s2b, s2e = p2.gather(1, a), p2.gather(1, b), p2.gather(1, e)
+        na, nab, nbe, ne = a, b - a, e - b, m - e  # the four runs' sizes
+        tau = (torch.arange(n, dtype=t.dtype, device=t.device) + 0.5) / n
+        below = (c - 0.5) * na - s1a + 0.5 * ((s2b - s2a) - 2 * c * (s1b - s1a) + c * c * nab)
+        above = 0.5 * ((s2e - s2b) - 2 * c * (s1e - s1b) + c * c * nbe) + (p1[:, -1:] - s1e) - (c + 0.5) * ne
+        clipped_below = -na + (s1b - s1a) - c * nab
+        clipped_above = (s1e - s1b) - c * nbe + ne
+        count = c.shape[0] * m * (1 if sum_over_quantiles else n)
+        loss = ((1 - tau) * below + tau * above).sum() / count
+        grad = ((1 - tau) * clipped_below + tau * clipped_above) / -count
+        ctx.save_for_backward(grad.to(current.dtype).reshape(*lead, n))
+        ctx.current_shape = current.shape  # type: ignore[attr-defined]
+        return loss.to(current.dtype)
 
     @staticmethod
     def backward(
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         (d_current,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        shape = ctx.current_shape  # type: ignore[attr-defined]
+        if d_current.shape != shape:  # current was broadcast: sum over its broadcast axes
+            d_current = d_current.sum_to_size(shape)
         return d_current * grad, None, None
 
 
