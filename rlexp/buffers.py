@@ -436,6 +436,13 @@ class ReplayBuffer:
         self.max_priority = 1.0  # the largest priority so far (before ** alpha): new transitions get it
 
     @property
+    def held_back(self) -> int:
+        """The most steps the n-step queues can hold back: ``n_step - 1`` of each env (0 for one-step
+        returns). After each env's k-th step the buffer holds at least ``num_envs * (k - n_step + 1)``
+        transitions (or its capacity), whatever the episodes did."""
+        return len(self.queues) * (self.n_step - 1)
+
+    @property
     def obs(self) -> np.ndarray:
         return self.store_obs.obs  # type: ignore[union-attr]
 

@@ -19,7 +19,11 @@ Observations: ``clip((o - mean) / sqrt(var + eps), -clip_obs, clip_obs)``, the s
 every observation the policy acts on (the first one of each episode included, the terminal one not:
 VecNormalize's choice). Rewards: ``clip(r / sqrt(var_R + eps), -clip_reward, clip_reward)`` where
 ``var_R`` is the running variance of the discounted return ``R <- gamma * R + r`` (reset to 0 when an
-episode ends); rewards are scaled, never shifted.
+episode ends); rewards are scaled, never shifted. The off-policy loop stores raw rewards and scales a
+sampled batch's (:func:`rlexp.algos.off_policy.normalized`): with n-step returns (DQN's ``algo.n_step``)
+the stored reward is the discounted sum of up to n rewards, so it is that sum that is scaled and
+clipped to ``clip_reward``, not each reward in it (the scale is the same either way; only the clip,
+rarely reached, differs).
 """
 
 from __future__ import annotations

@@ -449,6 +449,43 @@ def test_a_run_whose_beta_spans_its_epochs_is_not_extended(tmp_path):
         assert res.returncode == 0, res.stderr[-2000:]
 
 
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_n_step_updates_wait_until_the_replay_holds_a_transition(tmp_path, backend):
+    """Issue 71: n-step returns hold back n_step - 1 steps of each env, so a burst at update_after=0
+    sampled an empty replay (ValueError: high <= 0; with priorities ZeroDivisionError). The first
+    burst now waits for the steps held back, a function of t alone: 3-step returns, 2 envs, one
+    gradient step per env step from t = 0 take their first steps at t = 6 (the replay holds 2 of the
+    6 steps), 196 in 200 steps; the Rainbow preset tuned for LunarLander with update_every=1 runs."""
+    run = tmp_path / "nstep"
+    train(run, "algo=dqn", f"backend={backend}", *SHORT, "algo.epochs=1", "algo.n_step=3",
+          "algo.update_after=0", "algo.start_steps=0", "algo.update_every=1", "algo.utd_ratio=1",
+          "env.num_envs=2")  # fmt: skip
+    assert final_state(run)["learner"]["extra"]["n_updates"] == 196
+    train(tmp_path / "rainbow", "algo=rainbow", "tuned=dqn", "env=LunarLander-v3", f"backend={backend}",
+          "algo.update_every=1", "algo.epochs=1", "algo.steps_per_epoch=100", "algo.num_test_episodes=1",
+          "network.hidden_sizes=[16]", "logger.console=quiet")  # fmt: skip
+
+
+def test_the_replay_tells_how_many_steps_its_n_step_queues_hold_back():
+    """The guarantee the loop's first burst rests on: after k steps of each env the replay holds at least
+    num_envs * (k - n_step + 1) transitions, however the episodes end."""
+    rng = np.random.default_rng(0)
+    for n_step, envs in ((1, 1), (3, 1), (3, 2), (5, 3)):
+        buf = ReplayBuffer(2, 1, 1000, num_envs=envs, n_step=n_step, gamma=0.9)
+        assert buf.held_back == envs * (n_step - 1)
+        for k in range(1, 30):
+            ended = rng.random(envs) < 0.2
+            buf.add(
+                np.zeros((envs, 2)), np.zeros((envs, 1)), np.ones(envs), np.zeros((envs, 2)), ended, ended
+            )
+            assert buf.size >= envs * k - buf.held_back
+        fresh = ReplayBuffer(2, 1, 1000, num_envs=envs, n_step=n_step, gamma=0.9)
+        for _ in range(n_step - 1):  # no episode ends: every step is held back
+            no = np.zeros(envs, bool)
+            fresh.add(np.zeros((envs, 2)), np.zeros((envs, 1)), np.ones(envs), np.zeros((envs, 2)), no, no)
+        assert fresh.size == 0 and envs * (n_step - 1) == fresh.held_back
+
+
 def test_every_schedule_over_the_run_is_declared():
     """The run-length schedules are declared (AlgoConfig.RUN_SCHEDULES): PPO's annealing and DQN's beta
     name the keys that make them span the run, and only when they do."""

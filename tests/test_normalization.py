@@ -203,3 +203,24 @@ def test_a_checkpoint_written_before_the_fix_loads_and_continues_exactly(tmp_pat
     shutil.rmtree(part)
     assert_resumes_exactly(whole, part, 1)
     assert_loads(part)
+
+
+def test_an_n_step_return_is_scaled_and_clipped_as_one_reward():
+    """Issue 71's check, as documented (rlexp/normalize.py): the off-policy loop scales what the replay
+    stored, and with n-step returns that is the discounted sum, so env.clip_reward bounds the sum. Three
+    rewards of 2 with gamma 0.5 and a clip of 3: the 3-step return 2 + 1 + 0.5 = 3.5 is clipped to 3
+    (each reward alone is below the clip), and without the clip it is scaled as a whole."""
+    from rlexp.algos.off_policy import normalized
+    from rlexp.buffers import ReplayBuffer
+    from rlexp.normalize import EPSILON, Normalizer
+
+    buf = ReplayBuffer(1, 1, 10, n_step=3, gamma=0.5)
+    no = np.zeros(1, bool)
+    for _ in range(3):
+        buf.add(np.zeros((1, 1)), np.zeros((1, 1)), np.full(1, 2.0), np.zeros((1, 1)), no, no)
+    assert buf.size == 1 and buf.rew[0] == pytest.approx(3.5)
+    std = np.sqrt(1.0 + EPSILON)  # the statistics' start: variance 1
+    for clip, expected in ((3.0, 3.0), (10.0, 3.5 / std)):
+        norm = Normalizer((1,), False, True, clip_obs=10.0, clip_reward=clip, gamma=0.5)
+        batch = normalized(buf.sample_batch(4, np.random.default_rng(0)), norm)
+        assert batch["rew"] == pytest.approx(np.full(4, expected, np.float32))

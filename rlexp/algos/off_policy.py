@@ -22,7 +22,9 @@ own replay buffer:
   ``batch_size`` minibatch). Spinning Up's default (``utd_ratio = 1``) is a burst of ``update_every``
   steps every ``update_every`` env steps; ``update_every = 1`` with ``utd_ratio = 0.25`` is one step
   every 4 env steps (SB3's ``train_freq=4``), with ``utd_ratio = 4`` four per env step
-  (``gradient_steps=4``). Bursts before ``update_after`` are skipped, not made up later.
+  (``gradient_steps=4``). Bursts before ``update_after`` are skipped, not made up later, and so are
+  those before the replay holds a transition (n-step returns keep up to ``n_step - 1`` steps of each env
+  back: ``algo.n_step=3 algo.update_after=0`` starts at each env's third step).
 gymnasium's ``terminated`` is the only terminal signal stored; a time-limit truncation bootstraps.
 
 Resume: as in the on-policy loop, a checkpoint after ``save_freq`` epochs, the last epoch and a stop
@@ -158,7 +160,9 @@ def gradient_steps(t: int, update_every: int, utd_ratio: Fraction) -> int:
 
 def normalized(batch: dict[str, Any], norm: Normalizer) -> dict[str, Any]:
     """A replay batch of raw transitions as the learner sees them: observations normalised and rewards
-    scaled with the current statistics (SB3's VecNormalize with an off-policy algorithm)."""
+    scaled with the current statistics (SB3's VecNormalize with an off-policy algorithm). A transition's
+    reward is what the replay stored: with n-step returns the discounted sum of its rewards, which is
+    scaled and clipped as one number (``env.clip_reward`` bounds the sum, not each reward)."""
     if norm.normalize_obs:
         batch["obs"], batch["obs2"] = norm.frozen_obs(batch["obs"]), norm.frozen_obs(batch["obs2"])
     if norm.normalize_reward:
@@ -201,6 +205,11 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
         **algo.replay_options(),
     )
 
+    # The first burst also waits until the replay surely holds a transition to sample: n-step returns
+    # hold back up to n_step - 1 steps of each env. A function of t alone, so every rank agrees and a
+    # resumed run takes the same steps; without n-step returns it is update_after (t >= 1 at any burst).
+    first_update = max(update_after, replay.held_back + 1)
+
     book = Bookkeeping(
         cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds, keep=algo.keep_checkpoints
     )
@@ -241,7 +250,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
             t, before = t + n, t
             learner.advance(t * size)
             # a burst each time t passes a multiple of update_every: the gradient steps owed since the last
-            if t >= update_after and t // algo.update_every != before // algo.update_every:
+            if t >= first_update and t // algo.update_every != before // algo.update_every:
                 steps = gradient_steps(t, algo.update_every, utd) - gradient_steps(
                     before, algo.update_every, utd
                 )
