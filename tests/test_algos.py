@@ -196,6 +196,22 @@ def test_learns_at_fixed_seed(tmp_path, algo, overrides, column, threshold, back
     assert df[column].iloc[-1] >= threshold, df[column].round(1).tolist()
 
 
+# SAC's relatives take a gradient step per env step (batch 256): on torch only, their TF update being
+# the same numbers (tests/test_parity.py). Calibrated (torch; final AverageTestEpRet at seeds 0, 1, 2):
+# TQC -153, -344, -213 (TF -152, -516, -212); CrossQ -152, -149, -210 (TF seed 0: -154 after 4 epochs).
+RELATIVES = [
+    ("tqc", [*OFF, "algo.epochs=5", "algo.lr=1e-3"]),  # the zoo's Pendulum rate (hyperparams/tqc.yml)
+    ("crossq", [*OFF, "algo.epochs=5", "algo.critic_width=256"]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo,overrides", RELATIVES, ids=[a for a, _ in RELATIVES])
+def test_sac_relatives_learn_at_fixed_seed(tmp_path, algo, overrides):
+    df = train(tmp_path / "run", f"algo={algo}", *overrides, timeout=600)
+    assert df["AverageTestEpRet"].iloc[-1] >= -400, df["AverageTestEpRet"].round(1).tolist()
+
+
 # Two ranks: each algorithm runs under mpiexec and improves on its first epoch.
 TWO_RANKS = [
     ("vpg", ["env=CartPole-v1", "algo.epochs=10", "algo.pi_lr=1e-2"], "AverageEpRet"),
@@ -204,6 +220,8 @@ TWO_RANKS = [
     ("ddpg", [*OFF, "algo.epochs=6"], "AverageTestEpRet"),
     ("td3", [*OFF, "algo.epochs=10"], "AverageTestEpRet"),
     ("sac", [*OFF, "algo.epochs=5"], "AverageTestEpRet"),
+    # CrossQ's ranks normalise their own halves of each batch and average the running statistics
+    ("crossq", [*OFF, "algo.epochs=4", "algo.critic_width=128"], "AverageTestEpRet"),
 ]
 
 
