@@ -398,7 +398,7 @@ def test_a_box_action_space_is_refused_naming_the_algorithms_that_take_it(tmp_pa
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
         "rlexp: error: dqn cannot handle the action space Box(-2.0, 2.0, (1,), float32) of Pendulum-v1; "
-        "supported: Discrete (for this space: ddpg, ppo, sac, td3, trpo, vpg)"
+        "supported: Discrete (for this space: crossq, ddpg, ppo, sac, td3, tqc, trpo, vpg)"
     ]
     assert not (tmp_path / "r").exists()
 
