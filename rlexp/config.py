@@ -90,7 +90,8 @@ def check_tuned(container: dict[str, Any]) -> None:
     if not name:
         return
     algo = container.get("algo", {}).get("name")
-    if algo != name:
+    names = ALGOS[algo].tuned_names(container["algo"]) if algo in ALGOS else (algo,)
+    if name not in names:
         raise ConfigError(f"tuned={name} holds settings of algo={name}, but algo={algo}; use algo={name}")
     if tuned.get("source") is None:
         env_id = container.get("env", {}).get("id")

@@ -272,6 +272,16 @@ class AlgoConfig:
         ]
         return ", ".join(spans) or None
 
+    @classmethod
+    def tuned_names(cls, algo: dict[str, Any]) -> tuple[str, ...]:
+        """The ``tuned=NAME`` settings that may apply to the composed ``algo`` section (a dict): its own
+        algorithm's; a preset that extends it may add its own name (DQN's ``rainbow``, ``qrdqn``)."""
+        return (cls.NAME,)
+
+    def notes(self) -> list[str]:
+        """Lines the run prints before its first epoch about settings it does not use as given (none)."""
+        return []
+
     def stats(self) -> tuple[Stat, ...]:
         """The learner's statistics logged after TotalEnvInteracts, in Spinning Up's order."""
         raise NotImplementedError

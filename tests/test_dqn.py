@@ -138,18 +138,45 @@ OPTIONS = {
     "rmsprop": ["algo.optimizer=rmsprop", "algo.optim_eps=0.01", "algo.lr=2.5e-4"],
     "clipped": ["algo.max_grad_norm=0.01"],  # every step clipped
     "polyak": ["algo.polyak=0.9"],
+    "c51": ["algo=c51", "algo.v_min=-3", "algo.v_max=3", "algo.num_atoms=11"],
+    "c51-double-dueling": [
+        "algo=c51",
+        "algo.double_q=true",
+        "algo.dueling=true",
+        "algo.v_max=3",
+        "algo.v_min=-3",
+    ],
+    "qrdqn": ["algo=qrdqn", "algo.num_quantiles=13"],
+    "qrdqn-double-dueling-per": [
+        "algo=qrdqn",
+        "algo.double_q=true",
+        "algo.dueling=true",
+        "algo.prioritized=true",
+    ],
+    "noisy": ["algo.noisy=true"],
+    "noisy-double-dueling": ["algo.noisy=true", "algo.double_q=true", "algo.dueling=true"],
+    "anneal_lr": ["algo.anneal_lr=true", "algo.epochs=1", "algo.steps_per_epoch=40000"],
     "rainbow": ["algo=rainbow"],
 }
 
 
 @pytest.mark.parametrize("option", list(OPTIONS))
 def test_update_parity_per_option(option):
+    """Identical weights and batches (and a noisy network's identical pre-drawn noise, for acting and
+    for each gradient step's online and target networks) give the same Q-values, statistics and
+    parameters on both backends, through target updates (and an annealed learning rate)."""
     t, f = pair(*OPTIONS[option])
     weights = t.algo.prioritized
     obs = np.random.default_rng(5).uniform(-1, 1, 5).astype(np.float32)
+    rng = np.random.default_rng(6)
     for step in range(3):
         batch = batch_of(seed=step, weights=weights)
         np.testing.assert_allclose(f.q_values(obs), t.q_values(obs), rtol=RTOL, atol=ATOL)
+        if t.algo.noisy:
+            draws = rng.standard_normal(t.q.noise_size)
+            np.testing.assert_allclose(f.q_values(obs, draws), t.q_values(obs, draws), rtol=RTOL, atol=ATOL)
+            for key in ("noise", "noise_targ"):
+                batch[key] = rng.standard_normal(t.q.noise_size).astype(np.float32)
         st, sf = t.update(dict(batch)), f.update(dict(batch))
         assert_same_stats(st, sf)
         assert_same_params(t, f)

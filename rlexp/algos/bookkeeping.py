@@ -72,6 +72,9 @@ class Bookkeeping:
         note = self.timer.warmup_note()
         if note is not None:
             logger.log(note, "cyan")
+        if self.loop_state is None:  # a new run: what it does not use of its settings, once
+            for line in cfg.algo.notes():
+                logger.log(line, "cyan")
         #: test episodes, the best checkpoint and the return that ends the run
         self.evaluation = Evaluation(cfg, run_dir, learner, logger, seeds, self.loop_state)
 

@@ -286,31 +286,102 @@ class SquashedGaussianActing:
         return np.tanh(mu + std * noise).astype(np.float32)
 
 
+class NoisyMLPCopy(MLPCopy):
+    """The forward pass of an MLP of noisy linear layers (nn/torch.py's ``NoisyLinear``) in numpy:
+    ``read`` gives each layer's means (W, b), ``sigmas`` its scales (W_sigma, b_sigma). Called with the
+    layers' standard normal draws ``noise`` (each layer's in, then out) it computes
+    ``x W^T + b + f(eps_out) * ((x * f(eps_in)) W_sigma^T + b_sigma)``, ``f(e) = sign(e) sqrt(|e|)``:
+    the noisy layer without forming its weight matrix; without, the mean network."""
+
+    def __init__(
+        self,
+        read: Callable[[], Layers],
+        sigmas: Callable[[], Layers],
+        activation: str,
+        output_activation: str = "identity",
+    ) -> None:
+        super().__init__(read, activation, output_activation)
+        self.sigmas = WeightCopy(sigmas)
+
+    def refresh(self) -> None:
+        super().refresh()
+        self.sigmas.refresh()
+
+    def __call__(self, x: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        if noise is None:
+            return super().__call__(x)
+        act, out_act = ACTIVATIONS[self.activation], ACTIVATIONS[self.output_activation]
+        layers, start = self.layers, 0
+        for i, ((w, b), (ws, bs)) in enumerate(zip(layers, self.sigmas.layers, strict=True)):
+            n_out, n_in = w.shape
+            eps = noise[start : start + n_in + n_out]
+            f = np.sign(eps) * np.sqrt(np.abs(eps))
+            start += n_in + n_out
+            x = x @ w.T + b + f[n_in:] * ((x * f[:n_in]) @ ws.T + bs)
+            x = act(x) if i < len(layers) - 1 else out_act(x)
+        return x
+
+
 class QActing:
     """Q(s, .) of a DQN network on one observation, in numpy: one MLP (``q``), or with dueling heads
     ``trunk`` (its activation after the last layer), ``v`` and ``a`` combined as V + A - mean(A).
     Each is a :class:`Forward` (an :class:`MLPCopy`, or a framework's pass for a CNN network, given as
-    ``q``)."""
+    ``q``).
+
+    A distributional head (``atoms`` > 1 outputs per action) gives its Q-values as C51's expectation
+    over ``support`` of the softmax of each action's logits, or (``support`` None) QR-DQN's mean of the
+    quantiles. A noisy network (``noise_sizes``: the draws each of the parts takes, in order) is called
+    with the network's draws, split among its parts (each a :class:`NoisyMLPCopy`, or the framework's
+    pass given them all); without, the mean network.
+    """
 
     def __init__(
         self, q: Forward | None = None, trunk: Forward | None = None, v: Forward | None = None,
-        a: Forward | None = None,
+        a: Forward | None = None, atoms: int = 1, support: np.ndarray | None = None,
+        noise_sizes: list[int] | None = None,
     ) -> None:  # fmt: skip
         self.q, self.parts = q, [f for f in (trunk, v, a) if f is not None]
+        self.atoms, self.support, self.noise_sizes = atoms, support, noise_sizes
 
     def refresh(self) -> None:
         """The network changed: copy its weights again before the next call."""
         for f in [self.q] if self.q is not None else self.parts:
             f.refresh()
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    @property
+    def noise_size(self) -> int:
+        """The standard normal draws of one noisy pass (0: not a noisy network)."""
+        return sum(self.noise_sizes or [])
+
+    def outputs(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """The network's output: (n_actions,) Q-values, or (n_actions, atoms) for a distributional head."""
         x = np.asarray(obs, dtype=np.float64)
+        draws: list[Any] = [None] * 3
+        if noise is not None and self.noise_sizes is not None:
+            draws = np.split(noise, np.cumsum(self.noise_sizes)[:-1])
+        call: Callable[..., np.ndarray] = lambda f, x, d: f(x) if d is None else f(x, d)  # noqa: E731
         if self.q is not None:
-            return self.q(x)
-        trunk, v, a = self.parts
-        h = trunk(x)
-        adv = a(h)
-        return v(h) + adv - adv.mean()
+            out = call(self.q, x, draws[0])
+        else:
+            trunk, v, a = self.parts
+            h = call(trunk, x, draws[0])
+            value, adv = call(v, h, draws[1]), call(a, h, draws[2])
+            if self.atoms == 1:
+                return value + adv - adv.mean()
+            adv = adv.reshape(-1, self.atoms)
+            return value.reshape(1, self.atoms) + adv - adv.mean(0)
+        return out if self.atoms == 1 else out.reshape(-1, self.atoms)
+
+    def __call__(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """Q(obs, .) (float64), with the noisy layers' draws ``noise`` (None: the mean network)."""
+        out = self.outputs(obs, noise)
+        if self.atoms == 1:
+            return out
+        if self.support is None:  # quantiles
+            return out.mean(-1)
+        logits = out - out.max(-1, keepdims=True)
+        probs = np.exp(logits)
+        return (probs @ self.support) / probs.sum(-1)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -739,10 +739,13 @@ class QuantileCritics(Module):
         return tf.stack([net(obs, act) for net in self.nets], axis=-2)
 
 
-def quantile_huber_loss(current: tf.Tensor, target: tf.Tensor, sum_over_quantiles: bool = False) -> tf.Tensor:
+def quantile_huber_loss(
+    current: tf.Tensor, target: tf.Tensor, sum_over_quantiles: bool = False, per_row: bool = False
+) -> tf.Tensor:
     """rlexp/nn/torch.py's quantile Huber loss (kappa 1): estimates ``current`` (..., n) at the levels
-    (2i + 1) / (2n) against the target samples ``target`` (..., m), which carry no gradient; its
-    gradient computed beside it in a few passes over the pairs, as torch's ``_QuantileHuberLoss``."""
+    (2i + 1) / (2n) against the target samples ``target`` (..., m), which carry no gradient (``per_row``:
+    each row's loss); its gradient computed beside it in a few passes over the pairs, as torch's
+    ``_QuantileHuberLoss``."""
     n = current.shape[-1]
     tau = ((tf.range(n, dtype=current.dtype) + 0.5) / n)[:, None]
     target = tf.stop_gradient(target)
@@ -752,6 +755,11 @@ def quantile_huber_loss(current: tf.Tensor, target: tf.Tensor, sum_over_quantile
         delta = target[..., None, :] - current[..., :, None]  # (..., n, m)
         c = tf.clip_by_value(delta, -1.0, 1.0)
         wc = tf.where(delta < 0, 1 - tau, tau) * c
+        if per_row:  # each row's loss (QR-DQN's per transition, for its priorities and weights)
+            count = tf.cast(tf.shape(delta)[-1] * (1 if sum_over_quantiles else n), delta.dtype)
+            rows = tf.reduce_sum(wc * (delta - 0.5 * c), axis=[-2, -1]) / count
+            d_rows = -tf.reduce_sum(wc, axis=-1) / count
+            return rows, lambda grad: d_rows * grad[..., None]
         count = tf.cast(tf.size(delta) // (n if sum_over_quantiles else 1), delta.dtype)
         loss = tf.reduce_sum(wc * (delta - 0.5 * c)) / count
         d_current = -tf.reduce_sum(wc, axis=-1) / count
@@ -830,10 +838,78 @@ class SquashedGaussianActor(Module):
         return tf.tanh(u), logp
 
 
+def scaled_noise(eps: tf.Tensor) -> tf.Tensor:
+    """f(eps) = sign(eps) sqrt(|eps|), as rlexp/nn/torch.py's."""
+    return tf.sign(eps) * tf.sqrt(tf.abs(eps))
+
+
+class NoisyLinear(Linear):
+    """rlexp/nn/torch.py's factorised Gaussian noisy linear layer: ``weight`` and ``bias`` the means
+    (drawn as :class:`Linear`'s), ``weight_sigma`` and ``bias_sigma`` the scales (``sigma0 / sqrt(in)``),
+    parameters in that order; ``noise`` the in, then out, standard normal draws (None: the mean)."""
+
+    def __init__(self, n_in: int, n_out: int, rng: np.random.Generator, sigma0: float) -> None:
+        super().__init__(n_in, n_out, rng)
+        scale = np.float32(sigma0 / math.sqrt(n_in))
+        self.weight_sigma = tf.Variable(np.full((n_out, n_in), scale, np.float32), name="weight_sigma")
+        self.bias_sigma = tf.Variable(np.full((n_out,), scale, np.float32), name="bias_sigma")
+        self.n_in, self.n_out = n_in, n_out
+
+    @property
+    def noise_size(self) -> int:
+        return self.n_in + self.n_out
+
+    def parameters(self) -> list[tf.Variable]:
+        return [self.weight, self.bias, self.weight_sigma, self.bias_sigma]
+
+    def __call__(self, x: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
+        if noise is None:
+            return super().__call__(x)
+        f_in, f_out = tf.split(scaled_noise(noise), [self.n_in, self.n_out])
+        weight = self.weight + self.weight_sigma * (f_out[:, None] * f_in[None, :])
+        return tf.matmul(x, weight, transpose_b=True) + (self.bias + self.bias_sigma * f_out)
+
+
+class NoisyMLP(MLP):
+    """:class:`MLP` of :class:`NoisyLinear` layers, called as ``net(x, noise)`` (the draws of all its
+    layers in order; None: the means), as rlexp/nn/torch.py's."""
+
+    @property
+    def noise_size(self) -> int:
+        return sum(layer.noise_size for layer in self.layers)  # type: ignore[attr-defined]
+
+    def __call__(self, x: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
+        sizes = [layer.noise_size for layer in self.layers]  # type: ignore[attr-defined]
+        draws = tf.split(noise, sizes) if noise is not None and sizes else [None] * len(sizes)
+        for i, (layer, draw) in enumerate(zip(self.layers, draws, strict=True)):
+            x = layer(x, draw)  # type: ignore[call-arg]
+            x = self.act(x) if i < len(self.layers) - 1 else self.out_act(x)
+        return x
+
+
+def noisy_mlp(
+    sizes: Sequence[int],
+    activation: str,
+    rng: np.random.Generator,
+    sigma0: float,
+    output_activation: str = "identity",
+) -> NoisyMLP:
+    """:func:`mlp` of :class:`NoisyLinear` layers."""
+    layers: list[Linear] = [NoisyLinear(sizes[i], sizes[i + 1], rng, sigma0) for i in range(len(sizes) - 1)]
+    return NoisyMLP(layers, activation, output_activation)
+
+
+def sigma_layers(net: MLP) -> Layers:
+    """The (weight_sigma, bias_sigma) of each layer of a :class:`NoisyMLP` as numpy arrays."""
+    return [(layer.weight_sigma.numpy(), layer.bias_sigma.numpy()) for layer in net.layers]  # type: ignore[attr-defined]
+
+
 class DiscreteQNetwork(Module):
     """Q(s, .) over a Discrete action space, as rlexp/nn/torch.py's (the same attributes and parameter
     order): an MLP with one output per action, or with ``dueling`` a shared ``trunk`` and two streams
-    ``v_net`` and ``a_net`` combined as V + A - mean(A)."""
+    ``v_net`` and ``a_net`` combined as V + A - mean(A); with ``atoms`` > 1 a distributional head
+    ((..., n_actions, atoms)), with ``noisy_sigma0`` noisy layers after the encoder (``noise``: their
+    draws, :attr:`noise_size`)."""
 
     def __init__(
         self,
@@ -844,33 +920,68 @@ class DiscreteQNetwork(Module):
         rng: np.random.Generator,
         image: Image | None = None,
         dueling: bool = False,
+        atoms: int = 1,
+        noisy_sigma0: float | None = None,
     ) -> None:
         super().__init__()
-        self.dueling = dueling
+        self.dueling, self.n_actions, self.atoms = dueling, n_actions, atoms
         self.encoder, n_in = encoder(obs_dim, image, rng)
         hidden = list(hidden_sizes)
+
+        def make(sizes: list[int], out_act: str = "identity") -> MLP:
+            if noisy_sigma0 is None:
+                return mlp(sizes, activation, rng, out_act)
+            return noisy_mlp(sizes, activation, rng, noisy_sigma0, out_act)
+
         if not dueling:
-            self.q_net = mlp([n_in, *hidden, n_actions], activation, rng)
+            self.q_net = make([n_in, *hidden, n_actions * atoms])
             return
         trunk, stream = hidden[:-1], hidden[-1:]
-        self.trunk = mlp([n_in, *trunk], activation, rng, activation)
+        self.trunk = make([n_in, *trunk], activation)
         width = trunk[-1] if trunk else n_in
-        self.v_net = mlp([width, *stream, 1], activation, rng)
-        self.a_net = mlp([width, *stream, n_actions], activation, rng)
+        self.v_net = make([width, *stream, atoms])
+        self.a_net = make([width, *stream, n_actions * atoms])
+
+    def nets(self) -> list[MLP]:
+        """The MLPs after the encoder, in the order their noise is drawn."""
+        return [self.q_net] if not self.dueling else [self.trunk, self.v_net, self.a_net]
+
+    @property
+    def noise_sizes(self) -> list[int]:
+        return [net.noise_size if isinstance(net, NoisyMLP) else 0 for net in self.nets()]
+
+    @property
+    def noise_size(self) -> int:
+        return sum(self.noise_sizes)
 
     def parameters(self) -> list[tf.Variable]:
-        if not self.dueling:
-            return [*self.encoder_parameters(), *self.q_net.parameters()]
-        nets = (self.trunk, self.v_net, self.a_net)
-        return [*self.encoder_parameters(), *(v for net in nets for v in net.parameters())]
+        return [*self.encoder_parameters(), *(v for net in self.nets() for v in net.parameters())]
 
-    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+    def __call__(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
         x = self.encode(obs)
+        if noise is None and self.atoms == 1:  # DQN's network
+            if not self.dueling:
+                return self.q_net(x)
+            h = self.trunk(x)
+            adv = self.a_net(h)
+            return self.v_net(h) + adv - tf.reduce_mean(adv, axis=-1, keepdims=True)
+        draws = tf.split(noise, self.noise_sizes) if noise is not None else [None] * len(self.nets())
+
+        def run(net: MLP, x: tf.Tensor, draw: tf.Tensor | None) -> tf.Tensor:
+            return net(x, draw) if isinstance(net, NoisyMLP) else net(x)
+
+        def per_atom(out: tf.Tensor) -> tf.Tensor:
+            return tf.reshape(out, tf.concat([tf.shape(out)[:-1], [self.n_actions, self.atoms]], 0))
+
         if not self.dueling:
-            return self.q_net(x)
-        h = self.trunk(x)
-        adv = self.a_net(h)
-        return self.v_net(h) + adv - tf.reduce_mean(adv, axis=-1, keepdims=True)
+            out = run(self.q_net, x, draws[0])
+            return out if self.atoms == 1 else per_atom(out)
+        h = run(self.trunk, x, draws[0])
+        v, adv = run(self.v_net, h, draws[1]), run(self.a_net, h, draws[2])
+        if self.atoms == 1:
+            return v + adv - tf.reduce_mean(adv, axis=-1, keepdims=True)
+        adv = per_atom(adv)
+        return v[..., None, :] + adv - tf.reduce_mean(adv, axis=-2, keepdims=True)
 
 
 class RMSprop(tf.Module):

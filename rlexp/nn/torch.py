@@ -325,15 +325,17 @@ class TorchForward:
     :param device: where the network lives.
     """
 
-    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor], device: torch.device) -> None:
+    def __init__(self, fn: Callable[..., torch.Tensor], device: torch.device) -> None:
         self.fn, self.device = fn, device
 
     def refresh(self) -> None:
         """Nothing to re-take: the forward pass reads the current parameters."""
 
     @torch.no_grad()
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        out = self.fn(torch.as_tensor(obs, device=self.device))
+    def __call__(self, obs: np.ndarray, *more: np.ndarray) -> np.ndarray:
+        """``fn`` of one observation (and ``more`` arrays, as float32 tensors: a noisy network's draws)."""
+        extra = [torch.as_tensor(np.asarray(a, np.float32), device=self.device) for a in more]
+        out = self.fn(torch.as_tensor(obs, device=self.device), *extra)
         return out.cpu().numpy().astype(np.float64)
 
 
@@ -745,6 +747,7 @@ class _QuantileHuberLoss(torch.autograd.Function):
         current: torch.Tensor,
         target: torch.Tensor,
         sum_over_quantiles: bool,
+        per_row: bool = False,
     ) -> torch.Tensor:
         n, m = current.shape[-1], target.shape[-1]
         lead = torch.broadcast_shapes(current.shape[:-1], target.shape[:-1])
@@ -766,11 +769,18 @@ class _QuantileHuberLoss(torch.autograd.Function):
         above = 0.5 * ((s2e - s2b) - 2 * c * (s1e - s1b) + c * c * nbe) + (p1[:, -1:] - s1e) - (c + 0.5) * ne
         clipped_below = -na + (s1b - s1a) - c * nab
         clipped_above = (s1e - s1b) - c * nbe + ne
+        ctx.current_shape = current.shape  # type: ignore[attr-defined]
+        ctx.per_row = per_row  # type: ignore[attr-defined]
+        if per_row:  # each row's loss (QR-DQN's per transition, for its priorities and weights)
+            count = m * (1 if sum_over_quantiles else n)
+            loss = ((1 - tau) * below + tau * above).sum(1) / count
+            grad = ((1 - tau) * clipped_below + tau * clipped_above) / -count
+            ctx.save_for_backward(grad.to(current.dtype).reshape(*lead, n))
+            return loss.to(current.dtype).reshape(lead)
         count = c.shape[0] * m * (1 if sum_over_quantiles else n)
         loss = ((1 - tau) * below + tau * above).sum() / count
         grad = ((1 - tau) * clipped_below + tau * clipped_above) / -count
         ctx.save_for_backward(grad.to(current.dtype).reshape(*lead, n))
-        ctx.current_shape = current.shape  # type: ignore[attr-defined]
         return loss.to(current.dtype)
 
     @staticmethod
@@ -779,13 +789,15 @@ class _QuantileHuberLoss(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         (d_current,) = ctx.saved_tensors  # type: ignore[attr-defined]
         shape = ctx.current_shape  # type: ignore[attr-defined]
+        if ctx.per_row:  # type: ignore[attr-defined]
+            d_current, grad = d_current * grad.unsqueeze(-1), grad.new_ones(())
         if d_current.shape != shape:  # current was broadcast: sum over its broadcast axes
             d_current = d_current.sum_to_size(shape)
-        return d_current * grad, None, None
+        return d_current * grad, None, None, None
 
 
 def quantile_huber_loss(
-    current: torch.Tensor, target: torch.Tensor, sum_over_quantiles: bool = False
+    current: torch.Tensor, target: torch.Tensor, sum_over_quantiles: bool = False, per_row: bool = False
 ) -> torch.Tensor:
     """The quantile regression loss with the Huber loss (kappa 1) of QR-DQN (Dabney et al. 2018) and TQC.
 
@@ -793,10 +805,11 @@ def quantile_huber_loss(
     samples of the target distribution, whose leading axes broadcast to ``current``'s (TQC: (batch, 1,
     m) against (batch, critics, n)). Every pair (i, j) of estimate and target sample contributes
     ``|tau_i - 1{target_j < current_i}| * huber(target_j - current_i)``; the loss is the mean over all
-    pairs, or with ``sum_over_quantiles`` (QR-DQN) the sum over i of the mean over everything else. The
+    pairs, or with ``sum_over_quantiles`` (QR-DQN) the sum over i of the mean over everything else;
+    ``per_row``: each row's loss (shape: the broadcast leading axes), whose mean is that loss. The
     target carries no gradient. (:class:`_QuantileHuberLoss` computes it.)
     """
-    return _QuantileHuberLoss.apply(current, target.detach(), sum_over_quantiles)
+    return _QuantileHuberLoss.apply(current, target.detach(), sum_over_quantiles, per_row)
 
 
 class SquashedGaussianActor(nn.Module):
@@ -856,6 +869,79 @@ class SquashedGaussianActor(nn.Module):
 # --- value-based (DQN): Q(s, .) over a Discrete action space.
 
 
+def scaled_noise(eps: torch.Tensor) -> torch.Tensor:
+    """f(eps) = sign(eps) sqrt(|eps|): factorised noise's scaling of standard normal draws (Fortunato et al.)."""
+    return eps.sign() * eps.abs().sqrt()
+
+
+class NoisyLinear(Linear):
+    """A factorised Gaussian noisy linear layer (Fortunato et al. 2018, NoisyNet): ``y = x (W + W_sigma *
+    (f(eps_out) f(eps_in)^T))^T + b + b_sigma * f(eps_out)`` for standard normal draws ``eps_in`` (in
+    features) and ``eps_out`` (out features), ``f(x) = sign(x) sqrt(|x|)``.
+
+    ``weight`` and ``bias`` are the means (initialised as torch's Linear, uniform in +-1/sqrt(in): the
+    paper's factorised initialisation), ``weight_sigma`` and ``bias_sigma`` the learnt scales, all
+    ``sigma0 / sqrt(in)`` at first. Without noise (``noise=None``) the layer is its mean, a Linear.
+
+    :param sigma0: the paper's sigma_0 (0.5 for factorised noise).
+    """
+
+    def __init__(self, n_in: int, n_out: int, sigma0: float) -> None:
+        super().__init__(n_in, n_out)
+        self.weight_sigma = nn.Parameter(torch.full((n_out, n_in), sigma0 / math.sqrt(n_in)))
+        self.bias_sigma = nn.Parameter(torch.full((n_out,), sigma0 / math.sqrt(n_in)))
+
+    @property
+    def noise_size(self) -> int:
+        """The standard normal draws one noisy pass takes: in features, then out features."""
+        return self.in_features + self.out_features
+
+    def forward(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        if noise is None:
+            return super().forward(x)
+        f_in, f_out = scaled_noise(noise).split([self.in_features, self.out_features])
+        weight = self.weight + self.weight_sigma * torch.outer(f_out, f_in)
+        return nn.functional.linear(x, weight, self.bias + self.bias_sigma * f_out)
+
+
+class NoisyMLP(nn.Sequential):
+    """:func:`mlp` of :class:`NoisyLinear` layers, called as ``net(x, noise)``: ``noise`` the draws of
+    all its layers in order (each layer's in, then out; :attr:`noise_size` of them), one draw for the
+    whole batch; None: every layer at its mean."""
+
+    def __init__(
+        self, sizes: Sequence[int], activation: str, sigma0: float, output_activation: str = "identity"
+    ) -> None:
+        layers: list[nn.Module] = []
+        for i in range(len(sizes) - 1):
+            layers += [
+                NoisyLinear(sizes[i], sizes[i + 1], sigma0),
+                _activation(activation if i < len(sizes) - 2 else output_activation),
+            ]
+        super().__init__(*layers)
+
+    @property
+    def noise_size(self) -> int:
+        return sum(m.noise_size for m in self if isinstance(m, NoisyLinear))
+
+    def forward(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        sizes = [m.noise_size for m in self if isinstance(m, NoisyLinear)]
+        draws = iter(noise.split(sizes)) if noise is not None else None
+        for m in self:
+            x = m(x, None if draws is None else next(draws)) if isinstance(m, NoisyLinear) else m(x)
+        return x
+
+
+def sigma_layers(seq: nn.Sequential) -> Layers:
+    """The (weight_sigma, bias_sigma) of each :class:`NoisyLinear` in ``seq`` as numpy arrays on the
+    host, beside :func:`linear_layers`' means (noisy acting in numpy)."""
+    return [
+        (m.weight_sigma.detach().cpu().numpy(), m.bias_sigma.detach().cpu().numpy())
+        for m in seq
+        if isinstance(m, NoisyLinear)
+    ]
+
+
 class DiscreteQNetwork(nn.Module):
     """Q(s, a) for every action a of a Discrete space: an MLP over the observation (its encoder's
     features) with one output per action.
@@ -864,6 +950,13 @@ class DiscreteQNetwork(nn.Module):
     ``v_net`` ends in V(s), ``a_net`` in the advantages A(s, .), and Q = V + A - mean(A). The hidden
     layers before it are the shared ``trunk``. Without hidden layers both streams are linear heads on
     the encoder's features.
+
+    With ``atoms`` > 1 (a distributional head: C51's logits over its atoms, QR-DQN's quantiles) each
+    action has ``atoms`` outputs, returned as (..., n_actions, atoms); dueling streams then give V's
+    ``atoms`` and each action's advantages per atom, combined atom by atom. With ``noisy_sigma0`` every
+    linear layer after the encoder is a :class:`NoisyLinear` (the encoder's CNN stays as it is), and
+    ``forward(obs, noise)`` takes the draws of them all (:attr:`noise_size`: the nets in the order
+    ``q_net``, or ``trunk``, ``v_net``, ``a_net``); None: the mean network.
     """
 
     def __init__(
@@ -874,24 +967,60 @@ class DiscreteQNetwork(nn.Module):
         activation: str,
         image: Image | None = None,
         dueling: bool = False,
+        atoms: int = 1,
+        noisy_sigma0: float | None = None,
     ) -> None:
         super().__init__()
-        self.dueling = dueling
+        self.dueling, self.n_actions, self.atoms = dueling, n_actions, atoms
         self.encoder, n_in = encoder(obs_dim, image)
         hidden = list(hidden_sizes)
+
+        def make(sizes: list[int], out_act: str = "identity") -> nn.Sequential:
+            if noisy_sigma0 is None:
+                return mlp(sizes, activation, out_act)
+            return NoisyMLP(sizes, activation, noisy_sigma0, out_act)
+
         if not dueling:
-            self.q_net = mlp([n_in, *hidden, n_actions], activation)
+            self.q_net = make([n_in, *hidden, n_actions * atoms])
             return
         trunk, stream = hidden[:-1], hidden[-1:]
-        self.trunk = mlp([n_in, *trunk], activation, activation)
+        self.trunk = make([n_in, *trunk], activation)
         width = trunk[-1] if trunk else n_in
-        self.v_net = mlp([width, *stream, 1], activation)
-        self.a_net = mlp([width, *stream, n_actions], activation)
+        self.v_net = make([width, *stream, atoms])
+        self.a_net = make([width, *stream, n_actions * atoms])
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def nets(self) -> list[nn.Sequential]:
+        """The MLPs after the encoder, in the order their noise is drawn."""
+        return [self.q_net] if not self.dueling else [self.trunk, self.v_net, self.a_net]
+
+    @property
+    def noise_sizes(self) -> list[int]:
+        """The draws of each of :meth:`nets` (noisy networks; zeros otherwise)."""
+        return [net.noise_size if isinstance(net, NoisyMLP) else 0 for net in self.nets()]
+
+    @property
+    def noise_size(self) -> int:
+        return sum(self.noise_sizes)
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         x = self.encoder(obs)
+        if noise is None and self.atoms == 1:  # DQN's network
+            if not self.dueling:
+                return self.q_net(x)
+            h = self.trunk(x)
+            adv = self.a_net(h)
+            return self.v_net(h) + adv - adv.mean(-1, keepdim=True)
+        draws = noise.split(self.noise_sizes) if noise is not None else [None] * len(self.nets())
+
+        def run(net: nn.Sequential, x: torch.Tensor, draw: torch.Tensor | None) -> torch.Tensor:
+            return net(x, draw) if isinstance(net, NoisyMLP) else net(x)
+
         if not self.dueling:
-            return self.q_net(x)
-        h = self.trunk(x)
-        adv = self.a_net(h)
-        return self.v_net(h) + adv - adv.mean(-1, keepdim=True)
+            out = run(self.q_net, x, draws[0])
+            return out if self.atoms == 1 else out.unflatten(-1, (self.n_actions, self.atoms))
+        h = run(self.trunk, x, draws[0])
+        v, adv = run(self.v_net, h, draws[1]), run(self.a_net, h, draws[2])
+        if self.atoms == 1:
+            return v + adv - adv.mean(-1, keepdim=True)
+        adv = adv.unflatten(-1, (self.n_actions, self.atoms))
+        return v.unsqueeze(-2) + adv - adv.mean(-2, keepdim=True)

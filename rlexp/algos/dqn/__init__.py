@@ -1,5 +1,7 @@
-"""DQN (Mnih et al. 2015) and its proven extensions: double Q-learning, dueling heads, n-step returns and
-proportional prioritized replay, for discrete actions. It trains with the off-policy family's loop
+"""DQN (Mnih et al. 2015) and its proven extensions: double Q-learning, dueling heads, n-step returns,
+proportional prioritized replay, distributional heads (C51, QR-DQN) and noisy networks, for discrete
+actions (``algo=rainbow`` turns all six of Rainbow's parts on; ``algo=c51`` and ``algo=qrdqn`` are the
+distributional agents alone). It trains with the off-policy family's loop
 (:mod:`rlexp.algos.off_policy`): replay, bursts of gradient steps (``update_every``, ``utd_ratio``),
 evaluation and checkpoints are the ones DDPG, TD3 and SAC use.
 
@@ -29,6 +31,33 @@ What each key means is written beside it in ``conf/algo/dqn.yaml``; in words:
   largest value, beta rising linearly from ``per_beta0`` to 1 over ``per_beta_steps`` env steps (by
   default the whole run, ``epochs * steps_per_epoch``: 1 at the end of training, as in the PER paper).
 
+- **Distributional heads** (``distributional``). ``c51`` (Bellemare et al. 2017): each action's
+  return is a categorical distribution over ``num_atoms`` fixed atoms evenly spaced on [``v_min``,
+  ``v_max``] (the network gives its logits; Q is its mean). The target distribution is the target
+  network's at the next action (chosen by the target network's Q, or with ``double_q`` the online
+  network's), its atoms moved to ``R + discount (1 - done) z`` and clipped to [v_min, v_max], then
+  projected back onto the atoms (each moved atom's probability split between its two neighbours in
+  proportion to how near it lies); the loss is the cross-entropy of the network's distribution at the
+  taken action against it. ``qr`` (QR-DQN, Dabney et al. 2018): each action's return is given by
+  ``num_quantiles`` quantiles at the levels (2i + 1) / (2 num_quantiles) (Q is their mean); the target
+  quantiles are ``R + discount (1 - done)`` times the target network's at the next action (chosen as
+  above), and the loss is the quantile Huber loss (kappa 1) summed over the quantiles and averaged over
+  the target samples and the batch (sb3-contrib's). With prioritized replay a transition's priority is
+  its own loss (cross-entropy or quantile Huber, plus ``per_eps``), as in Rainbow; ``loss`` stays
+  ``huber`` (each head has its own loss).
+- **Noisy networks** (``noisy``, Fortunato et al. 2018): every linear layer after the encoder becomes a
+  factorised Gaussian noisy layer, ``W + W_sigma * (f(eps_out) f(eps_in)^T)`` and ``b + b_sigma *
+  f(eps_out)`` with f(x) = sign(x) sqrt(|x|), the scales learnt from ``noisy_sigma0 / sqrt(in)``. The
+  network explores by its noise: after ``start_steps`` every exploring action is greedy under fresh
+  draws (from the learner's numpy generator), and epsilon-greedy is off (epsilon 0; ``eps_start``,
+  ``eps_end`` and ``exploration_steps`` are not used, and a run that sets them says so in one line).
+  Each gradient step draws fresh noise for the online network (used for s and, with ``double_q``, to
+  choose at s') and, independently, for the target network (from the learner's torch or TF generator).
+  Test episodes and loaded policies act greedily with the mean network (no noise).
+- **Learning-rate annealing** (``anneal_lr``): ``lr`` falls linearly to 0 over the run
+  (``lr * (1 - steps / (epochs * steps_per_epoch))`` after each env step: SB3's ``lin_`` schedules), so
+  such a run is not extended by ``resume=`` with other ``algo.epochs``.
+
 With ``comm.procs = N`` the counting keys mean what they mean for SAC (rlexp/algos/off_policy.py):
 ``start_steps``, ``update_after``, ``exploration_steps``, ``target_update_every`` and
 ``per_beta_steps`` count the env steps of all ranks and envs; ``update_every`` and ``utd_ratio`` those
@@ -44,6 +73,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 from gymnasium import spaces
 from omegaconf import MISSING
 
@@ -55,6 +85,7 @@ from rlexp.schema import Stat
 
 OPTIMIZERS = ("adam", "rmsprop")
 LOSSES = ("huber", "mse")
+DISTRIBUTIONAL = ("c51", "qr")
 
 
 @dataclass
@@ -70,6 +101,7 @@ class DQNConfig(OffPolicyConfig):
     # per_beta_steps is null (every rainbow run by default)
     RUN_SCHEDULES: ClassVar[tuple[tuple[str, Callable[[Any], bool]], ...]] = (
         ("per_beta_steps", lambda algo: algo.prioritized and algo.per_beta_steps is None),
+        ("anneal_lr", lambda algo: algo.anneal_lr),
     )
     SAMPLED_ACTIONS: ClassVar[str | None] = "epsilon-greedy"  # at the epsilon the checkpoint was at
 
@@ -90,6 +122,14 @@ class DQNConfig(OffPolicyConfig):
     per_beta0: float = MISSING
     per_beta_steps: int | None = MISSING
     per_eps: float = MISSING
+    distributional: str | None = MISSING
+    num_atoms: int = MISSING
+    v_min: float = MISSING
+    v_max: float = MISSING
+    num_quantiles: int = MISSING
+    noisy: bool = MISSING
+    noisy_sigma0: float = MISSING
+    anneal_lr: bool = MISSING
 
     def validate(self, procs: int) -> None:
         super().validate(procs)
@@ -129,9 +169,66 @@ class DQNConfig(OffPolicyConfig):
             math.isfinite(self.per_eps) and self.per_eps > 0,
             f"algo.per_eps={self.per_eps} is out of range; use a number > 0",
         )
+        check(
+            self.distributional is None or self.distributional in DISTRIBUTIONAL,
+            f"algo.distributional={self.distributional!r} is unknown; choose one of: "
+            f"{', '.join(DISTRIBUTIONAL)}, or null (DQN's Q-values)",
+        )
+        check_at_least(self, num_atoms=2, num_quantiles=1)
+        check(
+            math.isfinite(self.v_min) and math.isfinite(self.v_max) and self.v_min < self.v_max,
+            f"algo.v_min={self.v_min} and algo.v_max={self.v_max} do not bound C51's atoms; "
+            "use finite numbers with v_min < v_max",
+        )
+        check(
+            self.distributional is None or self.loss == "huber",
+            f"algo.loss={self.loss} is for Q-values (distributional=null); distributional={self.distributional} "
+            "learns by its own loss (c51: cross-entropy, qr: the quantile Huber loss), so leave algo.loss=huber",
+        )
+        check(
+            math.isfinite(self.noisy_sigma0) and self.noisy_sigma0 > 0,
+            f"algo.noisy_sigma0={self.noisy_sigma0} is out of range; use a number > 0",
+        )
+
+    @property
+    def atoms(self) -> int:
+        """The network's outputs per action: C51's atoms, QR-DQN's quantiles, or 1 (a Q-value)."""
+        if self.distributional == "c51":
+            return self.num_atoms
+        return self.num_quantiles if self.distributional == "qr" else 1
+
+    def support(self) -> np.ndarray | None:
+        """C51's atoms: ``num_atoms`` values evenly spaced on [v_min, v_max] (float64, the one source of
+        both backends' float32 atoms and of numpy acting's); None for the other heads."""
+        if self.distributional != "c51":
+            return None
+        return np.linspace(self.v_min, self.v_max, self.num_atoms)
+
+    @classmethod
+    def tuned_names(cls, algo: dict[str, Any]) -> tuple[str, ...]:
+        """DQN's tuned settings apply to every DQN (they set the loop and the optimizer); those of
+        ``tuned=qrdqn``, ``c51`` and ``rainbow`` to the configurations with that preset's head (rainbow:
+        C51 with noisy networks)."""
+        head = algo.get("distributional")
+        if head == "qr":
+            return ("dqn", "qrdqn")
+        if head == "c51":
+            return ("dqn", "rainbow" if algo.get("noisy") else "c51")
+        return ("dqn",)
+
+    def notes(self) -> list[str]:
+        if self.noisy and (self.eps_start > 0 or self.eps_end > 0):
+            return [
+                f"algo.noisy=true explores by its noisy layers: epsilon-greedy is off (algo.eps_start="
+                f"{self.eps_start}, eps_end={self.eps_end} and exploration_steps are not used)"
+            ]
+        return []
 
     def epsilon(self, steps: int) -> float:
-        """Epsilon after ``steps`` env steps of all ranks: linear from eps_start to eps_end."""
+        """Epsilon after ``steps`` env steps of all ranks: linear from eps_start to eps_end (0 with
+        noisy networks, which explore by their noise)."""
+        if self.noisy:
+            return 0.0
         if self.exploration_steps == 0 or steps >= self.exploration_steps:
             return self.eps_end
         return self.eps_start + (self.eps_end - self.eps_start) * steps / self.exploration_steps
@@ -146,6 +243,14 @@ class DQNConfig(OffPolicyConfig):
         if span == 0 or steps >= span:
             return 1.0
         return self.per_beta0 + (1.0 - self.per_beta0) * steps / span
+
+    def learning_rate(self, steps: int) -> float:
+        """The learning rate after ``steps`` env steps of all ranks: ``lr``, or with ``anneal_lr`` linearly
+        to 0 over the run (``lr * (1 - steps / (epochs * steps_per_epoch))``, SB3's ``lin_``)."""
+        assert self.lr is not None
+        if not self.anneal_lr:
+            return self.lr
+        return self.lr * max(0.0, 1.0 - steps / (self.epochs * self.steps_per_epoch))
 
     def replay_options(self) -> dict[str, Any]:
         """How the loop builds this algorithm's replay (:class:`rlexp.buffers.ReplayBuffer`'s options)."""

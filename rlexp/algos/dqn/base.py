@@ -1,17 +1,18 @@
-"""What the DQN learners of both backends share (no deep-learning library here): epsilon-greedy acting
-from the learner's numpy generator, and the schedules that follow the env steps (epsilon, target
-updates)."""
+"""What the DQN learners of both backends share (no deep-learning library here): epsilon-greedy (or
+noisy) acting from the learner's numpy generator, acting's numpy copies of the network, and the
+schedules that follow the env steps (epsilon, target updates, the annealed learning rate)."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from rlexp.algos.learner import OffPolicyLearner
-from rlexp.nn.acting import QActing
+from rlexp.nn.acting import Forward, Layers, MLPCopy, NoisyMLPCopy, QActing
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -29,20 +30,51 @@ class DQNLearnerBase(OffPolicyLearner):
         self.n_actions = int(act_space.n)
         self.steps: int | None = None  # env steps of all ranks at the last advance()
         self.epsilon = self.algo.epsilon(0)
+        #: C51's atoms (float64; None for the other heads)
+        self.support_values: np.ndarray | None = self.algo.support()
 
-    def q_values(self, obs: np.ndarray) -> np.ndarray:
-        """Q(obs, .) for one observation (float64)."""
-        return self.acting(obs)
+    def numpy_acting(
+        self,
+        q: Any,
+        layers: Callable[[Any], Layers],
+        sigmas: Callable[[Any], Layers],
+        forward: Forward | None = None,
+    ) -> QActing:
+        """Acting's :class:`QActing` for the network ``q``: numpy copies of its MLPs (``layers`` reads a
+        net's (W, b), ``sigmas`` a noisy net's scales), or ``forward``, the framework's pass of a CNN
+        network (called with the noise draws when noisy)."""
+        algo, act = self.algo, self.cfg.network.activation
+
+        def part(net: Any, out_act: str = "identity") -> MLPCopy:
+            if algo.noisy:
+                return NoisyMLPCopy(lambda: layers(net), lambda: sigmas(net), act, out_act)
+            return MLPCopy(lambda: layers(net), act, out_act)
+
+        head: dict[str, Any] = {"atoms": algo.atoms, "support": self.support_values}
+        if forward is not None:
+            return QActing(forward, noise_sizes=[q.noise_size] if algo.noisy else None, **head)
+        sizes = q.noise_sizes if algo.noisy else None
+        if not algo.dueling:
+            return QActing(part(q.q_net), noise_sizes=sizes, **head)
+        return QActing(trunk=part(q.trunk, act), v=part(q.v_net), a=part(q.a_net), noise_sizes=sizes, **head)
+
+    def q_values(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """Q(obs, .) for one observation (float64); ``noise``: a noisy network's draws (None: its mean)."""
+        return self.acting(obs, noise)
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        """The greedy action (``argmax_a Q(obs, a)``); not ``deterministic``: epsilon-greedy at the
-        run's current epsilon."""
+        """The greedy action (``argmax_a Q(obs, a)``, a noisy network at its mean); not
+        ``deterministic``: as :meth:`explore`."""
         if not deterministic:
             return self.explore(obs)
         return np.int64(np.argmax(self.q_values(obs)))
 
     def explore(self, obs: np.ndarray) -> np.ndarray:
-        """Epsilon-greedy: a uniformly random action with probability epsilon, else the greedy one."""
+        """Epsilon-greedy: a uniformly random action with probability epsilon, else the greedy one; a
+        noisy network: the greedy action under fresh draws of its noise (from the acting generator)."""
+        if self.algo.noisy:
+            noise = self.rng.standard_normal(self.acting.noise_size)
+            return np.int64(np.argmax(self.q_values(obs, noise)))
         if self.rng.random() < self.epsilon:
             return np.int64(self.rng.integers(self.n_actions))
         return np.int64(np.argmax(self.q_values(obs)))
@@ -53,17 +85,24 @@ class DQNLearnerBase(OffPolicyLearner):
         return {"Epsilon": float(self.epsilon)}
 
     def advance(self, steps: int) -> None:
-        """Epsilon for ``steps`` env steps (all ranks); a target update each time ``steps`` passes a
-        multiple of ``target_update_every`` (the first call only sets the count)."""
+        """Epsilon (and an annealed learning rate) for ``steps`` env steps (all ranks); a target update
+        each time ``steps`` passes a multiple of ``target_update_every`` (the first call only sets the
+        count)."""
         every = self.algo.target_update_every
         if self.steps is not None and steps // every != self.steps // every:
             self.update_target()
         self.steps = steps
         self.epsilon = self.algo.epsilon(steps)
+        if self.algo.anneal_lr:
+            self.set_lr(self.algo.learning_rate(steps))
 
     @abstractmethod
     def update_target(self) -> None:
         """targ <- polyak * targ + (1 - polyak) * Q (a copy when polyak = 0)."""
+
+    @abstractmethod
+    def set_lr(self, lr: float) -> None:
+        """The optimizer's learning rate from now on."""
 
     def refresh(self) -> None:
         self.acting.refresh()

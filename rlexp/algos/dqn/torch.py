@@ -5,6 +5,11 @@ or ``argmax Q(s', .)`` with ``double_q``; one optimizer step (Adam or centred RM
 Huber (delta 1) or squared error of ``Q(s, a) - y``, importance-weighted under prioritized replay,
 its gradient averaged over ranks and clipped to a global norm of ``max_grad_norm``. The target network
 follows at the loop's env steps (:meth:`rlexp.algos.dqn.base.DQNLearnerBase.advance`).
+
+A distributional head replaces the error by its own loss per transition: C51's cross-entropy to the
+target distribution projected onto the atoms (:meth:`DQNLearner.c51_losses`), QR-DQN's quantile Huber
+loss to the target quantiles (:meth:`DQNLearner.qr_losses`). A noisy network takes fresh draws for the
+online and the target network at each step (:meth:`DQNLearner.draws`).
 """
 
 from __future__ import annotations
@@ -16,8 +21,7 @@ from rlexp.algos.dqn.base import DQNLearnerBase
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, rmsprop
 from rlexp.comm.torch import avg_grads
-from rlexp.nn.acting import MLPCopy, QActing
-from rlexp.nn.torch import DiscreteQNetwork, TorchForward, linear_layers
+from rlexp.nn.torch import DiscreteQNetwork, TorchForward, linear_layers, quantile_huber_loss, sigma_layers
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -30,11 +34,16 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
     ) -> None:
         super().__init__(obs_space, act_space, cfg, seeds)
         algo, net = self.algo, cfg.network
-        kw = {"hidden_sizes": net.hidden_sizes, "activation": net.activation, "image": self.image}
+        kw = {
+            "hidden_sizes": net.hidden_sizes,
+            "activation": net.activation,
+            "image": self.image,
+            "dueling": algo.dueling,
+            "atoms": algo.atoms,
+            "noisy_sigma0": algo.noisy_sigma0 if algo.noisy else None,
+        }
         with self.initialising():
-            self.q = DiscreteQNetwork(self.obs_dim, self.n_actions, dueling=algo.dueling, **kw).to(
-                self.device
-            )
+            self.q = DiscreteQNetwork(self.obs_dim, self.n_actions, **kw).to(self.device)
         self.sync(self.q)
         self.q_targ = self.target(self.q)
         self.q_flat, self.q_targ_flat = self.flat_group([self.q], [self.q_targ])
@@ -44,18 +53,14 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
             )
         else:
             self.optimizer = adam([self.q_flat], algo.lr, algo.optim_eps)
-        q = self.q
-        if self.image is not None:
-            self.acting = QActing(TorchForward(q, self.device))
-        elif not algo.dueling:
-            self.acting = QActing(MLPCopy(lambda: linear_layers(q.q_net), net.activation))
-        else:
-            act = net.activation
-            self.acting = QActing(
-                trunk=MLPCopy(lambda: linear_layers(q.trunk), act, act),
-                v=MLPCopy(lambda: linear_layers(q.v_net), act),
-                a=MLPCopy(lambda: linear_layers(q.a_net), act),
-            )
+        #: C51's atoms as a tensor (None for the other heads)
+        self.support = (
+            None
+            if self.support_values is None
+            else torch.as_tensor(self.support_values, dtype=torch.float32, device=self.device)
+        )
+        forward = None if self.image is None else TorchForward(self.q, self.device)
+        self.acting = self.numpy_acting(self.q, linear_layers, sigma_layers, forward)
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"q": self.q, "q_targ": self.q_targ}
@@ -75,27 +80,107 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         else:
             self.polyak_update([(self.q_flat, self.q_targ_flat)])
 
+    def set_lr(self, lr: float) -> None:
+        self.optimizer.param_groups[0]["lr"] = lr
+
+    def draws(self, batch: Batch, key: str) -> torch.Tensor | None:
+        """A noisy network's standard normal draws for one gradient step (``noise`` for the online
+        network, ``noise_targ`` for the target network): ``batch[key]`` when given (the parity tests
+        pre-draw them), else fresh ones from the ``learner`` stream; None without noisy networks."""
+        if not self.algo.noisy:
+            return None
+        return batch[key] if key in batch else self.noise((self.q.noise_size,))
+
+    def values(self, out: torch.Tensor) -> torch.Tensor:
+        """Q-values from the network's output: itself, C51's mean over its atoms, QR-DQN's mean quantile."""
+        if self.algo.distributional == "c51":
+            return (out.softmax(-1) * self.support).sum(-1)
+        return out.mean(-1) if self.algo.distributional == "qr" else out
+
     @torch.no_grad()
-    def targets(self, batch: Batch) -> torch.Tensor:
+    def next_outputs(
+        self, batch: Batch, noise: torch.Tensor | None = None, noise_targ: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The target network's output at s' and the next action ``a'``: its own greedy action, or with
+        ``double_q`` the online network's (by their Q-values)."""
+        out2_targ = self.q_targ(batch["obs2"], noise_targ)
+        if self.algo.double_q:  # the online network chooses, the target network evaluates
+            a2 = self.values(self.q(batch["obs2"], noise)).argmax(-1)
+        else:
+            a2 = self.values(out2_targ).argmax(-1)
+        return out2_targ[torch.arange(a2.shape[0], device=a2.device), a2]
+
+    @torch.no_grad()
+    def targets(
+        self, batch: Batch, noise: torch.Tensor | None = None, noise_targ: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``R + discount (1 - done) Q_targ(s', a')``: ``a'`` the target network's greedy action, or with
         ``double_q`` the online network's."""
-        q2_targ = self.q_targ(batch["obs2"])
-        if self.algo.double_q:  # the online network chooses, the target network evaluates
-            a2 = self.q(batch["obs2"]).argmax(-1)
-            q2 = q2_targ.gather(1, a2[:, None]).squeeze(1)
+        if self.algo.distributional is None and noise is None and noise_targ is None:
+            q2_targ = self.q_targ(batch["obs2"])
+            if self.algo.double_q:  # the online network chooses, the target network evaluates
+                a2 = self.q(batch["obs2"]).argmax(-1)
+                q2 = q2_targ.gather(1, a2[:, None]).squeeze(1)
+            else:
+                q2 = q2_targ.max(-1).values
         else:
-            q2 = q2_targ.max(-1).values
+            q2 = self.next_outputs(batch, noise, noise_targ)
+            if q2.ndim == 2:  # QR-DQN's target quantiles: (batch, quantiles)
+                shift = batch["discount"] * (1 - batch["done"])
+                return batch["rew"][:, None] + shift[:, None] * q2
         return batch["rew"] + batch["discount"] * (1 - batch["done"]) * q2
+
+    @torch.no_grad()
+    def projected(self, batch: Batch, probs2: torch.Tensor) -> torch.Tensor:
+        """C51's target distribution: the next distribution ``probs2`` (batch, atoms) with its atoms moved
+        to ``R + discount (1 - done) z`` and clipped to [v_min, v_max], projected onto the atoms: atom
+        j gets ``sum_i probs2_i max(0, 1 - |Tz_i - z_j| / dz)`` (each moved atom split between its two
+        neighbours in proportion to its nearness)."""
+        assert self.support is not None
+        algo = self.algo
+        shift = batch["discount"] * (1 - batch["done"])
+        tz = (batch["rew"][:, None] + shift[:, None] * self.support).clamp(algo.v_min, algo.v_max)
+        dz = (algo.v_max - algo.v_min) / (algo.num_atoms - 1)
+        weight = (1 - (tz[:, None, :] - self.support[None, :, None]).abs() / dz).clamp(min=0)
+        return (weight * probs2[:, None, :]).sum(-1)
+
+    def c51_losses(
+        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(C51's cross-entropy per transition, the Q-value of each taken action)."""
+        rows = torch.arange(batch["act"].shape[0], device=self.device)
+        log_p = self.q(batch["obs"], noise)[rows, batch["act"]].log_softmax(-1)
+        target = self.projected(batch, self.next_outputs(batch, noise, noise_targ).softmax(-1))
+        q = (log_p.detach().exp() * self.support).sum(-1)
+        return -(target * log_p).sum(-1), q
+
+    def qr_losses(
+        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(QR-DQN's quantile Huber loss per transition, the Q-value of each taken action)."""
+        rows = torch.arange(batch["act"].shape[0], device=self.device)
+        quantiles = self.q(batch["obs"], noise)[rows, batch["act"]]
+        target = self.targets(batch, noise, noise_targ)
+        return quantile_huber_loss(quantiles, target, sum_over_quantiles=True, per_row=True), quantiles.mean(
+            -1
+        )
 
     def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
-        q = self.q(batch["obs"]).gather(1, batch["act"][:, None]).squeeze(1)
-        backup = self.targets(batch)
-        td = q - backup
-        if algo.loss == "huber":
-            errors = torch.nn.functional.smooth_l1_loss(q, backup, reduction="none", beta=1.0)
+        noise, noise_targ = self.draws(batch, "noise"), self.draws(batch, "noise_targ")
+        if algo.distributional is not None:
+            losses = self.c51_losses if algo.distributional == "c51" else self.qr_losses
+            errors, q = losses(batch, noise, noise_targ)
+            priority = errors.detach()
         else:
-            errors = td**2
+            q = self.q(batch["obs"], noise).gather(1, batch["act"][:, None]).squeeze(1)
+            backup = self.targets(batch, noise, noise_targ)
+            td = q - backup
+            if algo.loss == "huber":
+                errors = torch.nn.functional.smooth_l1_loss(q, backup, reduction="none", beta=1.0)
+            else:
+                errors = td**2
+            priority = td.detach().abs()
         loss = (errors * batch["weights"]).mean() if "weights" in batch else errors.mean()
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
@@ -105,5 +190,5 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         self.optimizer.step()
         stats: Stats = {"LossQ": loss, "QVals": q}
         if "weights" in batch:  # prioritized replay: the sampled transitions' new priorities
-            stats["Priority"] = td.detach().abs() + algo.per_eps
+            stats["Priority"] = priority + algo.per_eps
         return stats
