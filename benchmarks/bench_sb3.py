@@ -1,12 +1,14 @@
 """rlexp against Stable-Baselines3, side by side on this machine: env steps per second at matched settings.
 
-Installs stable-baselines3==2.9.2 into this Python environment when it is missing (torch is never
-touched: it is already installed). Every measurement runs in a fresh subprocess with one torch /
-TF thread; rlexp and SB3 alternate within each repetition so that both see the same machine load.
-Prints figures and ratios; asserts nothing.
+Installs stable-baselines3==2.9.2 (and sb3-contrib for TQC and CrossQ) into this Python environment when
+it is missing (torch is never touched: it is already installed), and SBX 0.28.0 (SB3 in JAX, sbx-rl, with
+a CPU jax 0.10.2) into a venv of its own, ``.venv-sbx``, so that JAX never meets rlexp's TensorFlow. Every
+measurement runs in a fresh subprocess with one torch / TF / XLA thread; rlexp, SB3 and SBX alternate
+within each repetition so that all see the same machine load. SBX trains the same classes with the same
+settings as SB3 (its activations flax's). Prints figures and ratios; asserts nothing.
 
-    python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-mpi]
-                                   [--no-envpath] [--no-contention]
+    python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-sbx]
+                                   [--no-mpi] [--no-envpath] [--no-contention]
 
 After the SB3 table come rlexp's env path per env step beside the raw env's step (one env, 8 sync, 8
 async; on- and off-policy: benchmarks/bench_envpath.py), whose summary lines join the SB3 ones.
@@ -62,7 +64,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, SB3_VERSION, ZOO_PPO, ensure_sb3
+from common import ROOT, SB3_VERSION, SBX_ENV, SBX_VENV, SBX_VERSION, ZOO_PPO, ensure_sb3, ensure_sbx
 
 ENV = "HalfCheetah-v4"
 # The rows that run another env than ENV: DQN on CartPole-v1 (an MLP) and on Atari Pong (the Nature CNN)
@@ -180,21 +182,31 @@ def rlexp_sps(
 # --- Stable-Baselines3 (runs in a child process) ---------------------------------------------------
 
 
-def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu") -> float:
-    """SB3's steady-state env steps per second, timed by a callback over the same window (``device``:
-    torch's device of SB3's networks; benchmarks/bench_device.py times both libraries on a GPU)."""
+def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu", lib: str = "sb3") -> float:
+    """A peer's steady-state env steps per second, timed by a callback over the same window: SB3's
+    (``lib="sb3"``; sb3-contrib's TQC and CrossQ) or SBX's (``lib="sbx"``: the same classes and settings in
+    JAX, run by SBX's venv), ``device``: torch's device of SB3's networks (benchmarks/bench_device.py times
+    both libraries on a GPU)."""
     import gymnasium as gym
     import numpy as np
     import torch
-    from stable_baselines3 import PPO, SAC, TD3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.noise import NormalActionNoise
 
+    if lib == "sbx":  # the same classes in JAX; activations are flax's
+        import flax.linen as fnn
+        from sbx import DQN, PPO, SAC, TD3, TQC, CrossQ
+
+        relu, tanh = fnn.relu, fnn.tanh
+        device = "auto"  # JAX's own device (the CPU here); SBX takes no torch device
+    else:
+        from sb3_contrib import TQC, CrossQ
+        from stable_baselines3 import DQN, PPO, SAC, TD3
+
+        relu, tanh = torch.nn.ReLU, torch.nn.Tanh
     torch.set_num_threads(1)
     env = gym.make(ENVS.get(algo, ENV)) if algo != "dqn-atari" else None
     if algo in ("dqn", "dqn-atari"):
-        from stable_baselines3 import DQN
-
         start, stop = warmup, warmup + window
         if algo == "dqn":  # the zoo's CartPole-v1 entry (tuned=dqn on rlexp's side)
             hp: dict[str, Any] = dict(
@@ -224,7 +236,7 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu"
 
         hp = dict(ZOO_PPO[ENV])
         kwargs = dict(hp.pop("policy_kwargs"))
-        kwargs["activation_fn"] = torch.nn.ReLU if kwargs.pop("activation") == "relu" else torch.nn.Tanh
+        kwargs["activation_fn"] = relu if kwargs.pop("activation") == "relu" else tanh
         kwargs["net_arch"] = dict(pi=kwargs["net_arch"], vf=kwargs["net_arch"])
         venv = VecNormalize(make_vec_env(ENV, n_envs=1, seed=0), gamma=hp["gamma"])
         model = PPO("MlpPolicy", venv, policy_kwargs=kwargs, seed=0, device=device, **hp)
@@ -241,13 +253,11 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu"
             gae_lambda=0.97,
             clip_range=0.2,
             target_kl=None,
-            policy_kwargs={"net_arch": [64, 64], "activation_fn": torch.nn.Tanh},
+            policy_kwargs={"net_arch": [64, 64], "activation_fn": tanh},
             seed=0,
             device=device,
         )
     elif algo in ("tqc", "crossq"):  # sb3-contrib's defaults (rlexp's presets hold them)
-        from sb3_contrib import TQC, CrossQ
-
         start, stop = warmup, warmup + window
         model = (TQC if algo == "tqc" else CrossQ)(
             "MlpPolicy", env, learning_starts=LEARNING_STARTS, seed=0, device=device
@@ -309,11 +319,13 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu"
 
 
 def child(kind: str, algo: str, warmup: int, window: int, batch: int, **kw: Any) -> float:
-    """Run one measurement in a fresh interpreter (one thread); return its SPS."""
+    """Run one measurement in a fresh interpreter (one thread); return its SPS. ``kind``: rlexp, sb3 or
+    sbx (in SBX's own venv, XLA on one thread)."""
     spec = json.dumps({"kind": kind, "algo": algo, "warmup": warmup, "window": window, "batch": batch, **kw})
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **(SBX_ENV if kind == "sbx" else {})}
+    python = str(SBX_VENV / "bin" / "python") if kind == "sbx" else sys.executable
     out = subprocess.run(
-        [sys.executable, __file__, "--child", spec],
+        [python, __file__, "--child", spec],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -367,6 +379,12 @@ def main() -> None:
         help="off-policy minibatch on both sides (100: Spinning Up's and rlexp's)",
     )
     parser.add_argument("--no-backends", action="store_true", help="skip rlexp's TF backend (torch only)")
+    parser.add_argument(
+        "--no-sbx",
+        dest="sbx",
+        action="store_false",
+        help=f"skip SBX {SBX_VERSION} (SB3 in JAX; installed on first use into .venv-sbx)",
+    )
     parser.add_argument("--no-mpi", action="store_true", help="skip rlexp's PPO at 1/2/4 ranks")
     parser.add_argument(
         "--no-envpath",
@@ -381,38 +399,52 @@ def main() -> None:
     if args.child:
         spec = json.loads(args.child)
         kind = spec.pop("kind")
-        print(sb3_sps(**spec) if kind == "sb3" else rlexp_sps(**spec))
+        print(sb3_sps(**spec, lib=kind) if kind in ("sb3", "sbx") else rlexp_sps(**spec))
         return
 
     if args.algos:
         ensure_sb3(contrib=bool({"tqc", "crossq"} & set(args.algos)))  # sb3-contrib's TQC and CrossQ
-    print(f"rlexp vs Stable-Baselines3 {SB3_VERSION} on {ENV}, CPU, 1 thread, {args.reps} repetitions")
+        if args.sbx:
+            ensure_sbx()
+    peers = ["sb3", *(["sbx"] if args.sbx else [])]
+    print(
+        f"rlexp vs Stable-Baselines3 {SB3_VERSION}" + (f" and SBX {SBX_VERSION}" if args.sbx else "")
+        + f" on {ENV}, CPU, 1 thread, {args.reps} repetitions"
+    )  # fmt: skip
     print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
     lines = []
     tf_figures: dict[str, tuple[float, float]] = {}
     for algo in args.algos:
-        ours, tf, theirs = [], [], []
-        for _ in range(args.reps):  # rlexp torch, rlexp tf and SB3 in turn, so all see the same load
+        ours, tf = [], []
+        theirs: dict[str, list[float]] = {peer: [] for peer in peers}
+        for _ in range(args.reps):  # rlexp torch, rlexp tf, SB3 and SBX in turn, so all see the same load
             ours.append(child("rlexp", algo, args.warmup, args.window, args.batch))
             if not args.no_backends:
                 tf.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="tf"))
-            theirs.append(child("sb3", algo, args.warmup, args.window, args.batch))
-        sb3 = statistics.median(theirs)
+            for peer in peers:
+                theirs[peer].append(child(peer, algo, args.warmup, args.window, args.batch))
         print(f"{algo:9} rlexp     {summary(ours)}")
         if tf:
             print(f"{algo:9} rlexp-tf  {summary(tf)}")
-        print(f"{algo:9} sb3       {summary(theirs)}")
+        for peer in peers:
+            print(f"{algo:9} {peer:9} {summary(theirs[peer])}")
         for name, values in (("torch", ours), ("tf", tf)):
             if not values:
                 continue
-            ratios = [a / b for a, b in zip(values, theirs, strict=True)]
-            print(
-                f"{algo:9} ratio {name:5} median {statistics.median(ratios):.2f}x  [{min(ratios):.2f}-{max(ratios):.2f}]"
-            )
+            for peer in peers:
+                ratios = [a / b for a, b in zip(values, theirs[peer], strict=True)]
+                print(
+                    f"{algo:9} ratio {name:5} / {peer:3} median {statistics.median(ratios):.2f}x  "
+                    f"[{min(ratios):.2f}-{max(ratios):.2f}]"
+                )
             label = algo if name == "torch" else f"{algo} (tf)"
+            mine = statistics.median(values)
             lines.append(
-                f"{label}  rlexp {statistics.median(values):.0f} SPS  sb3 {sb3:.0f} SPS  "
-                f"{statistics.median(values) / sb3:.2f}x"
+                f"{label}  rlexp {mine:.0f} SPS  "
+                + "  ".join(
+                    f"{peer} {statistics.median(theirs[peer]):.0f} SPS  {mine / statistics.median(theirs[peer]):.2f}x"
+                    for peer in peers
+                )
             )
         if tf:
             tf_figures[algo] = (statistics.median(ours), statistics.median(tf))

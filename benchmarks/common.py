@@ -59,6 +59,9 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
             "MinAtar/SpaceInvaders-v0": 45.4,
         },
     },
+    # QR-DQN: sb3-contrib's documented result with the zoo's LunarLander preset (1e5 steps, deterministic
+    # evaluation); its CartPole runs in the same benchmark (--sb3) are the reference there
+    "qrdqn": {"sb3-contrib": {"LunarLander-v3": 168.0}},
     "td3": {
         "sb3-zoo": {"HalfCheetah-v4": 9656.0, "Hopper-v4": 3606.0, "Walker2d-v4": 4718.0},
         "cleanrl": {"HalfCheetah-v4": 9583.0, "Hopper-v4": 3135.0, "Walker2d-v4": 4058.0},
@@ -107,6 +110,7 @@ REFERENCES = {
         ("minatar", "MinAtar DQN", "last100"),
         ("minatar-lr", "MinAtar DQN lr 2^-12", "last100"),
     ),
+    "qrdqn": (("sb3-contrib", "sb3-contrib", "det10"),),
     # at 300k steps (PUBLISHED_300K): every reference against the final policy's deterministic evaluation
     "crossq-300k": (
         ("crossq-300k", "CrossQ(300k)", "det10"),
@@ -161,6 +165,22 @@ ZOO_DQN: dict[str, dict[str, Any]] = {
         learning_rate=1e-4, batch_size=32, buffer_size=100_000, learning_starts=100_000,
         target_update_interval=1000, train_freq=4, gradient_steps=1, exploration_fraction=0.1,
         exploration_final_eps=0.01, optimize_memory_usage=False,
+    ),
+}  # fmt: skip
+
+# RL Baselines3 Zoo's QR-DQN presets (hyperparams/qrdqn.yml; LunarLander: its -v2 entry) in sb3-contrib's own
+# keys: bench_learning's --sb3 runs with --algo qrdqn and bench_sb3's qrdqn row. sb3-contrib's QRDQN adds Adam's
+# eps 0.01 / batch_size and no gradient clipping; "lin_X" is a learning rate falling linearly from X to 0.
+ZOO_QRDQN: dict[str, dict[str, Any]] = {
+    "CartPole-v1": dict(
+        learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+        target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+        exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=10),
+    ),
+    "LunarLander-v3": dict(
+        learning_rate="lin_1.5e-3", batch_size=128, buffer_size=100_000, learning_starts=10_000, gamma=0.995,
+        target_update_interval=1, train_freq=256, gradient_steps=-1, exploration_fraction=0.24,
+        exploration_final_eps=0.18, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=170),
     ),
 }  # fmt: skip
 
@@ -231,6 +251,34 @@ def ensure_sb3(contrib: bool = False) -> None:
             subprocess.run(
                 [sys.executable, "-m", "pip", "install", "-q", f"{package}=={SB3_VERSION}"], check=True
             )
+
+
+# SBX (Stable-Baselines3 in JAX, sbx-rl) as a peer of make bench: in a venv of its own beside rlexp's, so
+# that jax, flax and tensorflow-probability never meet rlexp's TensorFlow or change its torch.
+SBX_VERSION = "0.28.0"
+JAX_VERSION = "0.10.2"
+SBX_VENV = ROOT / ".venv-sbx"
+# XLA on one thread, as rlexp's torch and TF: no Eigen thread pool, one intra-op thread
+SBX_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1", "JAX_PLATFORMS": "cpu"}
+
+
+def ensure_sbx() -> Path:
+    """The Python of SBX's venv (``.venv-sbx``), made on first use: torch pinned as rlexp's (SB3 needs one;
+    the CPU build on this machine's disk, never a CUDA download), then sbx-rl, a CPU jax and the MuJoCo
+    envs."""
+    python = SBX_VENV / "bin" / "python"
+    if python.is_file() and subprocess.run([python, "-c", "import sbx"], capture_output=True).returncode == 0:
+        return python
+    print(f"installing sbx-rl=={SBX_VERSION} and jax=={JAX_VERSION} into {SBX_VENV} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(SBX_VENV)], check=True)
+    import torch
+
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"torch=={torch.__version__.split('+')[0]}"], check=True)
+    subprocess.run(
+        [*pip, f"sbx-rl=={SBX_VERSION}", f"jax[cpu]=={JAX_VERSION}", "gymnasium[mujoco]", "pandas"], check=True
+    )
+    return python
 
 
 def spread(values: list[float], fmt: str = ",.0f") -> str:
