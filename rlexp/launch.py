@@ -81,6 +81,10 @@ def validate_experiment(cfg: RLExpConfig) -> None:
             f"backend={cfg.backend.name} has no {algo.NAME} learner; "
             f"available for {algo.NAME}: {', '.join(algo.BACKENDS)}"
         )
+    if cfg.backend.name == "torch":
+        from rlexp.nn.kernels import override_value
+
+        override_value()  # RLEXP_ONEDNN, the kernel choice's override: a bad value stops here
     if cfg.backend.name == "torch" and cfg.backend.device.startswith("cuda"):
         from rlexp.algos.torch_common import torch_device  # imports torch: only for torch runs
 

@@ -33,7 +33,15 @@ from rlexp.nn.acting import (
     StateDependentNoise,
     policy_head,
 )
-from rlexp.nn.torch import ActorCritic, GaussianActor, Recurrent, TorchForward, linear_layers
+from rlexp.nn.kernels import LEGACY_MIN_MACS, onednn_min_macs
+from rlexp.nn.torch import (
+    ActorCritic,
+    GaussianActor,
+    Recurrent,
+    TorchForward,
+    linear_layers,
+    set_onednn_min_macs,
+)
 from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -221,6 +229,13 @@ def torch_device(name: str) -> torch.device:
     return torch.device(f"cuda:{index}")
 
 
+def machine_onednn_min_macs() -> int | None:
+    """This machine's kernel threshold (:func:`rlexp.nn.kernels.onednn_min_macs`), rank 0's on every rank."""
+    value = onednn_min_macs() if comm.proc_id() == 0 else 0
+    value = int(comm.broadcast_(np.array([-1 if value is None else value], dtype=np.int64))[0])
+    return None if value < 0 else value
+
+
 def continued_seed(state: np.ndarray) -> int:
     """The seed of the ``learner`` stream of a run that continues on another kind of device than it
     saved on (``resume=RUN backend.device=...``): CPU and CUDA generators keep different states, so
@@ -248,6 +263,10 @@ class TorchLearner(Learner):
         self.device = setup_torch(cfg.backend, comm.num_procs())
         self.init_seed = seeds["init"]
         self.gen = torch.Generator(self.device).manual_seed(seeds["learner"])
+        #: the kernel threshold of the torch networks' products (rlexp.nn.kernels): this machine's,
+        #: rank 0's for every rank; a resumed run takes its checkpoint's
+        self.onednn_min_macs = machine_onednn_min_macs() if self.device.type == "cpu" else None
+        set_onednn_min_macs(self.onednn_min_macs)
 
     @contextlib.contextmanager
     def initialising(self) -> Iterator[None]:
@@ -292,6 +311,20 @@ class TorchLearner(Learner):
             self.gen.set_state(saved)
         else:  # a CUDA generator's state (16 bytes) on the CPU or the other way round: resumed on another device
             self.gen.manual_seed(continued_seed(saved.numpy()))
+
+    def extra_state(self) -> dict[str, Any]:
+        return {
+            **super().extra_state(),
+            "onednn_min_macs": -1 if self.onednn_min_macs is None else self.onednn_min_macs,
+        }
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        saved = int(
+            state.get("onednn_min_macs", LEGACY_MIN_MACS)
+        )  # saved before it was measured: the old rule
+        self.onednn_min_macs = None if saved < 0 or self.device.type != "cpu" else saved
+        set_onednn_min_macs(self.onednn_min_macs)
 
     def write_file(self, path: str | os.PathLike, state: dict[str, Any]) -> None:
         save_torch(path, state)

@@ -51,12 +51,18 @@ def _onednn_linear_op() -> Callable[..., torch.Tensor] | None:
 
 
 _ONEDNN_LINEAR = _onednn_linear_op()
-# Products of rows x in_features x out_features from this size on go through oneDNN on the CPU. Below
-# it, oneDNN's fixed cost per call (~0.05 ms) outweighs its faster kernel. Measured on the 2-vCPU AMD
-# EPYC, one thread, a whole Adam step of an MLP (forward, backward, target forward): 64 rows through a
-# 256x256 layer (4.2M) no faster, 100 rows 1.14x, 256 rows 1.45x, 2,048 rows through 64x64 1.13x
-# (docs/benchmarks.md).
-ONEDNN_MIN_MACS = 6_000_000
+# Products of rows x in_features x out_features from this size on go through oneDNN on the CPU; None:
+# none do. Each torch learner sets it to what this machine measured (rlexp.nn.kernels: no fixed rule
+# holds across CPUs) or, resumed, to what its run started with. The value here is the rule measured on
+# the 2-vCPU AMD EPYC (a whole Adam step of an MLP: 64 rows through a 256x256 layer (4.2M) no faster, 100
+# rows 1.14x, 256 rows 1.45x; docs/benchmarks.md), which every run used before the choice was measured.
+ONEDNN_MIN_MACS: int | None = 6_000_000
+
+
+def set_onednn_min_macs(value: int | None) -> None:
+    """Set :data:`ONEDNN_MIN_MACS` (this process's networks: one learner per process)."""
+    global ONEDNN_MIN_MACS
+    ONEDNN_MIN_MACS = value
 
 
 class _OneDNNLinear(torch.autograd.Function):
@@ -95,6 +101,7 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (
             _ONEDNN_LINEAR is not None
+            and ONEDNN_MIN_MACS is not None
             and x.dim() == 2
             and x.device.type == "cpu"
             and x.dtype == torch.float32
