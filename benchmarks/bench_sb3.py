@@ -72,6 +72,9 @@ ENVS = {"dqn": "CartPole-v1", "dqn-atari": "ALE/Pong-v5"}
 DQN_REPLAY = 10_000  # dqn-atari's replay on both sides: small enough for SB3's two stacks per transition
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
+# Rows whose gradient steps are so slow that the window is shortened to one epoch (CrossQ's 1024-wide critics
+# take ~0.1-0.4 s a step here): their (warmup, window) in env steps
+SHORT_WINDOW = {"crossq": (1500, OFF_EPOCH)}
 PPO_STEPS = 4000
 ZOO_STEPS = 512  # ppo-zoo: SB3-zoo's HalfCheetah preset (n_steps 512) on both sides
 
@@ -417,12 +420,13 @@ def main() -> None:
     for algo in args.algos:
         ours, tf = [], []
         theirs: dict[str, list[float]] = {peer: [] for peer in peers}
+        warmup, window = SHORT_WINDOW.get(algo, (args.warmup, args.window))
         for _ in range(args.reps):  # rlexp torch, rlexp tf, SB3 and SBX in turn, so all see the same load
-            ours.append(child("rlexp", algo, args.warmup, args.window, args.batch))
+            ours.append(child("rlexp", algo, warmup, window, args.batch))
             if not args.no_backends:
-                tf.append(child("rlexp", algo, args.warmup, args.window, args.batch, backend="tf"))
+                tf.append(child("rlexp", algo, warmup, window, args.batch, backend="tf"))
             for peer in peers:
-                theirs[peer].append(child(peer, algo, args.warmup, args.window, args.batch))
+                theirs[peer].append(child(peer, algo, warmup, window, args.batch))
         print(f"{algo:9} rlexp     {summary(ours)}")
         if tf:
             print(f"{algo:9} rlexp-tf  {summary(tf)}")
