@@ -26,7 +26,7 @@ human-normalised scores (HNS, conf/scores.yaml's random and human returns), and 
 those (a ratio of Pong's negative returns would mean nothing). With ``--sb3`` a last line per rlexp kind
 and env holds rlexp's median det10 against SB3's, measured in the same benchmark.
 
-    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn|tqc|crossq ...] [--kinds tuned defaults zoo ...]
+    python benchmarks/bench_learning.py [--algo ppo|sac|td3|ddpg|dqn|qrdqn|c51|rainbow|tqc|crossq ...] [--kinds tuned defaults zoo ...]
         [--envs HalfCheetah-v4 Hopper-v4 Walker2d-v4] [--seeds 0 1 2] [--steps 1000000] [--jobs 1]
         [--sb3] [--variant LABEL KEY=VALUE ...] [--set KEY=VALUE ...] [--stored]
         [--out outputs/bench_learning] [--results benchmarks/results/learning]
@@ -34,8 +34,10 @@ and env holds rlexp's median det10 against SB3's, measured in the same benchmark
 Kinds: ``tuned`` is ``algo=ALGO tuned=ALGO`` (rlexp's tuned presets), ``defaults`` is ``algo=ALGO``
 alone (Spinning Up's defaults), ``zoo`` (SAC, TD3) is ``algo=ALGO tuned=ALGO
 tuned_preset=ALGO/_zoo_mujoco`` (SB3-zoo's MuJoCo entry on every env, also where the tuned preset chose
-other settings), ``rainbow`` (DQN) is ``algo=rainbow tuned=dqn`` (the tuned preset with double Q,
-dueling, 3-step returns and prioritized replay on); PPO trains ``tuned`` unless ``--kinds`` says
+other settings), ``rainbow`` (DQN) is ``algo=rainbow tuned=dqn algo.distributional=null algo.noisy=false``
+(the tuned preset with double Q, dueling, 3-step returns and prioritized replay on: the four parts of
+Rainbow that algo=rainbow had before issue 75, whose stored results it keeps; the whole Rainbow is
+``--algo rainbow``); PPO trains ``tuned`` unless ``--kinds`` says
 otherwise (``--defaults`` adds Spinning Up's), DQN ``tuned`` and ``rainbow``, SAC and TD3 ``tuned``,
 ``defaults`` and ``zoo``, DDPG ``tuned`` and ``defaults``. Kinds that train the same settings (SAC's
 ``tuned`` and ``defaults`` on the MuJoCo v4 three, TD3's ``tuned`` and ``zoo``) share one run: it is
@@ -53,6 +55,14 @@ steps on HalfCheetah, Walker2d, Ant and Humanoid (v4) by default, against SimbaV
 (CrossQ's and SAC's evaluation returns; CrossQ also against its 1M figures and rlexp's own SAC at 1M);
 ``--algo sac tqc crossq`` adds rlexp's SAC (``tuned``) at the same budget and a line per algorithm and env
 against it.
+
+QR-DQN, C51 and Rainbow (``--algo qrdqn c51 rainbow``, DQN's envs, kind ``tuned``: ``algo=ALGO tuned=ALGO``,
+rlexp's tuned presets for them): ``--algo qrdqn --sb3`` trains sb3-contrib's QRDQN with the zoo's qrdqn.yml
+presets beside rlexp's (CartPole-v1, LunarLander-v3); ``--algo rainbow c51`` on MinAtar is held against the
+stored results of ``--algo dqn`` (kind tuned) on the same ids and seeds, in summary lines of their own. With
+rliable installed, every comparison with a side-by-side peer (``--sb3``) or with the stored DQN adds the IQM of
+each side and P(X > Y) (rliable's probability of improvement), each with a 95% stratified-bootstrap interval
+(5,000 resamples, seed 0), for det10 and last100.
 
 DQN's envs are CartPole-v1 and LunarLander-v3 by default; ``--envs`` also takes MinAtar/Breakout-v1,
 MinAtar/SpaceInvaders-v1 (env=minatar; -v0 for all 6 actions, as MinAtar's own DQN played) and
@@ -112,14 +122,17 @@ from common import (
     ZOO_DQN,
     ZOO_PPO,
     ZOO_PPO_LSTM,
+    ZOO_QRDQN,
     atari_random_human,
     child_env,
     ensure_sb3,
     spread,
 )
 
-ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn", "tqc", "crossq")
-OFF_POLICY = ("sac", "td3", "ddpg", "dqn", "tqc", "crossq")
+ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn", "qrdqn", "c51", "rainbow", "tqc", "crossq")
+DQN_FAMILY = ("dqn", "qrdqn", "c51", "rainbow")  # DQN and its presets (algo=qrdqn ...): DQN's envs
+OFF_POLICY = ("sac", "td3", "ddpg", *DQN_FAMILY, "tqc", "crossq")
+SB3_ALGOS = ("ppo", "dqn", "qrdqn")  # the algorithms --sb3 trains a peer of (sb3-contrib's QRDQN for qrdqn)
 KINDS = ("tuned", "defaults", "zoo", "rainbow", "feedforward")  # the named kinds (--variant adds tuned-LABEL)
 EVAL_EPISODES = 10
 MINATAR_EPSILON = 0.1  # MinAtar's DQN explores with END_EPSILON 0.1 after its first 105k frames
@@ -193,7 +206,7 @@ def say(text: str) -> None:
 
 def env_overrides(algo: str, env: str) -> list[str]:
     """The env of a benchmark: an env preset, or (DQN's MinAtar and Atari games) a preset and its id."""
-    if algo == "dqn" and env in DQN_ENVS:
+    if algo in DQN_FAMILY and env in DQN_ENVS:
         preset, env_id = DQN_ENVS[env]
         return [f"env={preset}", *([f"env.id={env_id}"] if env_id else [])]
     return [f"env={env}"]
@@ -207,8 +220,8 @@ def rlexp_overrides(
     ``rainbow`` (algo=rainbow with the tuned preset), for PPO on a partially observed env also
     ``feedforward`` (the tuned recurrent preset with network.recurrent=null); ``extra``: ``--set`` overrides of every run; ``steps``: the budget (None:
     the preset's)."""
-    if kind == "rainbow":
-        base = ["algo=rainbow", f"tuned={algo}"]
+    if kind == "rainbow":  # DQN with the four parts algo=rainbow had before issue 75 (its stored results)
+        base = ["algo=rainbow", f"tuned={algo}", "algo.distributional=null", "algo.noisy=false"]
     elif kind == "zoo":  # SB3-zoo's MuJoCo entry, whatever the env's tuned preset chose
         base = [f"algo={algo}", f"tuned={algo}", f"tuned_preset={algo}/_zoo_mujoco"]
     elif kind == "feedforward":  # the tuned (recurrent) preset without its memory
@@ -574,13 +587,14 @@ def sb3_checkpoint(run_dir: Path) -> Path | None:
 
 def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> None:
     """One SB3 run (in this process) with the zoo's setup: PPO with one env and VecNormalize (the
-    algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack. It continues
+    algorithm's gamma); DQN with one env, for Atari SB3's AtariWrapper and a 4-frame stack; sb3-contrib's
+    QRDQN with one env. It continues
     from ``run_dir``'s checkpoint when there is one, saves one every SB3_SAVE_EVERY steps and on SIGTERM,
     SIGINT or SIGHUP (then exits with SB3_STOPPED), and writes its figures to ``run_dir``/result.json."""
     stop = threading.Event()  # first of all: a stop signal during the set-up stops at the first step
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
-    ensure_sb3(contrib=env_id in ZOO_PPO_LSTM)
+    ensure_sb3(contrib=env_id in ZOO_PPO_LSTM or algo == "qrdqn")
     import gymnasium as gym
     import numpy as np
     import torch
@@ -604,6 +618,15 @@ def sb3_child(algo: str, env_id: str, seed: int, steps: int, run_dir: Path) -> N
         else:
             venv = make_vec_env(env_id, n_envs=1, seed=seed)
             model = DQN("MlpPolicy", venv, seed=seed, device="cpu", verbose=0, **hp)
+    elif algo == "qrdqn":  # sb3-contrib's QRDQN with the zoo's qrdqn.yml preset, one env
+        from sb3_contrib import QRDQN
+
+        hp = dict(ZOO_QRDQN[env_id])
+        if isinstance(hp["learning_rate"], str):  # the zoo's lin_X: linearly from X to 0
+            start = float(hp["learning_rate"][4:])
+            hp["learning_rate"] = lambda progress, start=start: progress * start
+        venv = make_vec_env(env_id, n_envs=1, seed=seed)
+        model = QRDQN("MlpPolicy", venv, seed=seed, device="cpu", verbose=0, **hp)
     elif env_id in ZOO_PPO_LSTM:  # sb3-contrib's RecurrentPPO on the masked env, VecNormalize on both
         from sb3_contrib import RecurrentPPO
 
@@ -760,6 +783,8 @@ def references(algo: str, steps: int | None) -> tuple[dict[str, dict[str, float]
     300k steps the early-training figures (common.PUBLISHED_300K), else those at about 1M."""
     if steps == 300_000:
         return PUBLISHED_300K.get(algo, {}), REFERENCES.get(f"{algo}-300k", ())
+    if algo in ("c51", "rainbow"):  # DQN's references (MinAtar's curves, SB3-zoo, CleanRL)
+        algo = "dqn"
     return PUBLISHED.get(algo, {}), REFERENCES.get(algo, REFERENCES["default"])
 
 
@@ -781,6 +806,75 @@ def report_against_sac(
                         f"{algo} {kind:10s} {env_id:15s} rlexp det10 {shown(env_id, a)}  "
                         f"rlexp sac det10 {shown(env_id, b)}  {ratio(a, b, env_id)}"
                     )
+
+
+RLIABLE_REPS = 5000  # stratified-bootstrap resamples of each interval (rliable's default count)
+
+
+def rliable_lines(label: str, env_id: str, x_name: str, x: list[dict], y_name: str, y: list[dict]) -> None:
+    """For det10 and last100: the IQM of the runs ``x`` and ``y`` (their seeds) and P(x > y), the
+    probability that a seed of ``x`` beats a seed of ``y`` (rliable's probability of improvement), each with
+    a 95% stratified-bootstrap interval (RLIABLE_REPS resamples, numpy's global generator seeded 0 and put
+    back); nothing when rliable is not installed or a side has fewer than 2 seeds."""
+    try:
+        import numpy as np
+        from rliable import library as rly
+        from rliable import metrics
+    except ImportError:
+        return
+    for figure in ("det10", "last100"):
+        a = np.array([[r[figure]] for r in x if r.get(figure) is not None])
+        b = np.array([[r[figure]] for r in y if r.get(figure) is not None])
+        if len(a) < 2 or len(b) < 2:
+            continue
+        saved = np.random.get_state()
+        np.random.seed(0)
+        try:
+            iqm, iqm_ci = rly.get_interval_estimates(
+                {"x": a, "y": b}, lambda s: np.array([metrics.aggregate_iqm(s)]), reps=RLIABLE_REPS
+            )
+            p, p_ci = rly.get_interval_estimates(
+                {"p": (a, b)}, metrics.probability_of_improvement, reps=RLIABLE_REPS
+            )
+        finally:
+            np.random.set_state(saved)
+
+        def shown_ci(point: Any, ci: Any, fmt: str) -> str:
+            low, high = np.ravel(ci)[:2]
+            return f"{float(np.ravel(point)[0]):{fmt}} [{float(low):{fmt}}, {float(high):{fmt}}]"
+
+        print(
+            f"{label} {env_id:15s} {figure}: IQM {x_name} {shown_ci(iqm['x'], iqm_ci['x'], '.1f')}  "
+            f"IQM {y_name} {shown_ci(iqm['y'], iqm_ci['y'], '.1f')}  "
+            f"P({x_name} > {y_name}) {shown_ci(p['p'], p_ci['p'], '.2f')}  ({len(a)} and {len(b)} seeds)"
+        )
+
+
+def report_against_dqn(
+    algos: list[str], kinds_of: dict[str, list[str]], envs: list[str], results: dict, args: argparse.Namespace
+) -> None:
+    """One line per C51 or Rainbow kind and env against rlexp's DQN (``--algo dqn``, kind tuned) on the same
+    ids: the median last100 and det10 of its stored results of the same seeds (read from ``--results``,
+    never trained here), then rliable's IQMs and P(X > DQN)."""
+    for algo in [a for a in algos if a in ("c51", "rainbow")]:
+        for kind in kinds_of[algo]:
+            for env_id in envs:
+                ours = results[algo].get((kind, env_id), [])
+                dqn = [
+                    json.loads(path.read_text())
+                    for seed in args.seeds
+                    if (path := args.results / f"{run_name('dqn', 'tuned', env_id, seed)}.json").is_file()
+                ]
+                if not ours or not dqn:
+                    continue
+                for figure in ("last100", "det10"):
+                    a = statistics.median(r[figure] for r in ours)
+                    b = statistics.median(r[figure] for r in dqn)
+                    print(
+                        f"{algo} {kind:10s} {env_id:15s} rlexp {figure} {shown(env_id, a, plural(len(ours), 'seed'))}  "
+                        f"rlexp dqn {figure} {shown(env_id, b, plural(len(dqn), 'seed'))}  {ratio(a, b, env_id)}"
+                    )
+                rliable_lines(f"{algo} {kind:10s}", env_id, algo, ours, "dqn", dqn)
 
 
 def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: argparse.Namespace) -> None:
@@ -851,6 +945,10 @@ def report(algo: str, kinds: list[str], envs: list[str], results: dict, args: ar
                 f"{algo} {kind:10s} {env_id:15s} rlexp det10 {shown(env_id, a, seeds[0])}  "
                 f"sb3 det10 {shown(env_id, b, seeds[1])}  {ratio(a, b, env_id)}"
             )
+            peer = "sb3-contrib" if algo == "qrdqn" else "sb3"
+            rliable_lines(
+                f"{algo} {kind:10s}", env_id, "rlexp", results[(kind, env_id)], peer, results[("sb3", env_id)]
+            )
 
 
 def main() -> None:
@@ -909,15 +1007,18 @@ def main() -> None:
         algo, env_id, seed, steps, run_dir = args.sb3_child
         sb3_child(algo, env_id, int(seed), int(steps), Path(run_dir))
         return
-    if args.sb3 and args.algo not in (["ppo"], ["dqn"]):
-        parser.error("--sb3 trains SB3's PPO or DQN zoo presets: use it with --algo ppo or --algo dqn alone")
+    if args.sb3 and (len(args.algo) != 1 or args.algo[0] not in SB3_ALGOS):
+        parser.error(
+            "--sb3 trains SB3's PPO or DQN or sb3-contrib's QR-DQN zoo presets: use it with --algo ppo, dqn or "
+            "qrdqn alone"
+        )
     if args.only_sb3 and not args.sb3:
         parser.error("--only-sb3 trains the --sb3 runs only: give --sb3 too")
     if args.envs is None:
         early = set(args.algo) & {"tqc", "crossq"}  # the SAC family's early-training comparison
         args.envs = (
             ["CartPole-v1", "LunarLander-v3"]
-            if args.algo == ["dqn"]
+            if set(args.algo) <= set(DQN_FAMILY)
             else list(EARLY_ENVS if early else MUJOCO_ENVS)
         )
         if early and args.steps is None:
@@ -934,6 +1035,8 @@ def main() -> None:
         has_zoo = (ROOT / zoo).is_file()
         if algo == "dqn":
             default = ["tuned", "rainbow"]
+        elif algo in DQN_FAMILY:
+            default = ["tuned"]
         elif algo in ("tqc", "crossq") or (algo == "sac" and args.steps == 300_000):
             default = ["tuned"]  # the early-training comparison: the zoo's settings (rlexp's, SAC)
         elif algo in OFF_POLICY:
@@ -1009,6 +1112,7 @@ def main() -> None:
     for algo in args.algo:
         report(algo, kinds_of[algo], args.envs, results[algo], args)
     report_against_sac(args.algo, kinds_of, args.envs, results)
+    report_against_dqn(args.algo, kinds_of, args.envs, results, args)
 
 
 if __name__ == "__main__":
