@@ -138,23 +138,40 @@ def onednn_min_macs(measure_fn: Callable[[], dict] = measure) -> int | None:
         return None
     key = f"{cpu_model()} | torch {torch.__version__} | threads {torch.get_num_threads()}"
     path = cache_file()
-    try:
-        cached = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cached = {}
+    cached = _read(path)
     if key in cached:
         return cached[key]["onednn_min_macs"]
-    timings = measure_fn()
-    threshold = choose(timings)
-    entry = {
-        "onednn_min_macs": threshold,
-        "probes_ms": {f"{r}x{i}x{o}": [round(1e3 * t, 4) for t in ts] for (r, i, o), ts in timings.items()},
-    }
     try:
-        from rlexp.fileio import atomic_write_text
-
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({**cached, key: entry}, indent=1) + "\n")
+        lock = open(path.with_suffix(".lock"), "w")  # noqa: SIM115 (held until the measurement is written)
     except OSError:
-        pass  # a read-only home: measured again next time
+        return choose(measure_fn())  # a read-only home: measured again next time
+    with lock:
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)  # processes starting together measure once and agree
+        cached = _read(path)
+        if key in cached:
+            return cached[key]["onednn_min_macs"]
+        timings = measure_fn()
+        threshold = choose(timings)
+        entry = {
+            "onednn_min_macs": threshold,
+            "probes_ms": {
+                f"{r}x{i}x{o}": [round(1e3 * t, 4) for t in ts] for (r, i, o), ts in timings.items()
+            },
+        }
+        try:
+            from rlexp.fileio import atomic_write_text
+
+            atomic_write_text(path, json.dumps({**cached, key: entry}, indent=1) + "\n")
+        except OSError:
+            pass
     return threshold
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
