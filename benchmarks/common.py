@@ -259,7 +259,10 @@ SBX_VERSION = "0.28.0"
 JAX_VERSION = "0.10.2"
 SBX_VENV = ROOT / ".venv-sbx"
 # XLA on one thread, as rlexp's torch and TF: no Eigen thread pool, one intra-op thread
-SBX_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1", "JAX_PLATFORMS": "cpu"}
+SBX_ENV = {
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "JAX_PLATFORMS": "cpu",
+}
 
 
 def ensure_sbx() -> Path:
@@ -276,7 +279,8 @@ def ensure_sbx() -> Path:
     pip = [str(python), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, f"torch=={torch.__version__.split('+')[0]}"], check=True)
     subprocess.run(
-        [*pip, f"sbx-rl=={SBX_VERSION}", f"jax[cpu]=={JAX_VERSION}", "gymnasium[mujoco]", "pandas"], check=True
+        [*pip, f"sbx-rl=={SBX_VERSION}", f"jax[cpu]=={JAX_VERSION}", "gymnasium[mujoco]", "pandas"],
+        check=True,
     )
     return python
 
