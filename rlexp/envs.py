@@ -400,10 +400,13 @@ def flattened_image_warning(
     They may be a tensor that is not an image, so they are not refused."""
     if network.encoder != "mlp" or not looks_like_image(obs_space):
         return None
+    shape = obs_space.shape
+    height, width = shape[:2] if shape[-1] in (1, 3, 4) else shape[1:]  # channels last, else first
+    preset = "minatar_cnn" if min(nature_cnn_output(height, width)) < 1 else algo.IMAGE_NETWORK
     return (
         f"{env_id} has observations {obs_space} shaped like an image but not uint8; network.encoder=mlp "
         f"flattens them into {int(np.prod(obs_space.shape))} inputs. If they are images, give them as uint8 "
-        f"pixels of 0-255 (a wrapper) and use a CNN network (network={algo.IMAGE_NETWORK})"
+        f"pixels of 0-255 (a wrapper) and use a CNN network (network={preset})"
     )
 
 

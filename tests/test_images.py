@@ -266,6 +266,23 @@ def test_images_and_networks_that_do_not_fit_are_refused_with_what_to_choose():
     assert image_observations(sac.algo, sac.network, "X-v0", IMAGE) == Image((36, 36, 3), False)
 
 
+def test_the_warning_for_float_images_names_a_cnn_that_takes_their_size():
+    """Float pixels an MLP flattens: the warning's CNN is the Nature CNN's preset from 36x36 on, the
+    MinAtar CNN below (the Nature CNN would refuse them)."""
+    from rlexp.envs import flattened_image_warning
+
+    ppo, sac = composed("algo=ppo"), composed("algo=sac")
+    small, large = (
+        spaces.Box(0.0, 1.0, (10, 10, 3), np.float32),
+        spaces.Box(0.0, 1.0, (3, 40, 40), np.float32),
+    )
+    assert flattened_image_warning(ppo.algo, ppo.network, "X-v0", small).endswith("(network=minatar_cnn)")
+    assert flattened_image_warning(ppo.algo, ppo.network, "X-v0", large).endswith("(network=nature_cnn)")
+    assert flattened_image_warning(sac.algo, sac.network, "X-v0", large).endswith(
+        "(network=nature_cnn_256x256)"
+    )
+
+
 def test_the_replay_memory_check_counts_images_as_bytes(monkeypatch):
     import gymnasium as gym
 
