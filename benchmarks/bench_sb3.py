@@ -42,6 +42,12 @@ How the settings are matched (HalfCheetah-v4, CPU, 1 thread, seed 0):
   0.005, automatic entropy; CrossQ with critics 1024 wide (the policy 256x256), batch renormalisation,
   lr 1e-3, Adam beta1 0.5, policy delay 3, batch 256, automatic entropy; one gradient step per env step,
   learning from the same step as the rows above.
+- QR-DQN (CartPole-v1): RL Baselines3 Zoo's qrdqn.yml CartPole preset on both sides (rlexp ``tuned=qrdqn``,
+  sb3-contrib's QRDQN with the same values: 10 quantiles, 256x256, lr 2.3e-3, batch 64, 128 gradient steps
+  every 256 env steps), learning from the same step as the rows above; SBX has no QR-DQN.
+- Rainbow (MinAtar Breakout-v1): rlexp's ``tuned=rainbow`` (all six parts, Revisiting Rainbow's MinAtar
+  settings) on both backends; no peer has Rainbow (SB3's and SBX's columns stay empty), so the row holds
+  rlexp's torch and TF figures.
 - PPO-zoo: SB3-zoo's tuned HalfCheetah preset on both sides (rlexp ``tuned=ppo`` with the zoo's constant
   learning rate; SB3 with VecNormalize and the zoo's hyperparameters): 512 steps per update, 8
   minibatches of 64, 20 passes, 256x256 ReLU.
@@ -64,11 +70,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, SB3_VERSION, SBX_ENV, SBX_VENV, SBX_VERSION, ZOO_PPO, ensure_sb3, ensure_sbx
+from common import (
+    ROOT,
+    SB3_VERSION,
+    SBX_ENV,
+    SBX_VENV,
+    SBX_VERSION,
+    ZOO_PPO,
+    ZOO_QRDQN,
+    ensure_sb3,
+    ensure_sbx,
+)
 
 ENV = "HalfCheetah-v4"
 # The rows that run another env than ENV: DQN on CartPole-v1 (an MLP) and on Atari Pong (the Nature CNN)
-ENVS = {"dqn": "CartPole-v1", "dqn-atari": "ALE/Pong-v5"}
+ENVS = {
+    "dqn": "CartPole-v1",
+    "dqn-atari": "ALE/Pong-v5",
+    "qrdqn": "CartPole-v1",
+    "rainbow": "MinAtar/Breakout-v1",
+}
+# The peers that have a row's algorithm (all others: every peer): QR-DQN is sb3-contrib's; no peer has Rainbow
+ROW_PEERS = {"qrdqn": ("sb3",), "rainbow": ()}
 DQN_REPLAY = 10_000  # dqn-atari's replay on both sides: small enough for SB3's two stacks per transition
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
@@ -113,6 +136,12 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
             f"algo.steps_per_epoch={OFF_EPOCH}", f"algo.start_steps={LEARNING_STARTS}",
             f"algo.update_after={LEARNING_STARTS}", f"algo.replay_size={DQN_REPLAY}", "algo.num_test_episodes=0",
             f"algo.save_freq={epochs}",
+        ]  # fmt: skip
+    if algo in ("qrdqn", "rainbow"):  # qrdqn: the zoo's CartPole-v1 preset; rainbow: tuned=rainbow on MinAtar
+        return [
+            f"algo={algo}", f"tuned={algo}", *(["env.id=MinAtar/Breakout-v1"] if algo == "rainbow" else []),
+            f"algo.epochs={epochs}", f"algo.steps_per_epoch={OFF_EPOCH}", f"algo.start_steps={LEARNING_STARTS}",
+            f"algo.update_after={LEARNING_STARTS}", "algo.num_test_episodes=0", f"algo.save_freq={epochs}",
         ]  # fmt: skip
     if algo in ("sac-zoo", "td3-zoo"):  # the zoo's MuJoCo entry (tuned=sac there is Spinning Up's)
         base = algo.split("-")[0]
@@ -163,7 +192,9 @@ def rlexp_sps(
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        env = {"dqn": "CartPole-v1", "dqn-atari": "atari"}.get(algo, ENV)  # an env preset
+        env = {"dqn": "CartPole-v1", "dqn-atari": "atari", "qrdqn": "CartPole-v1", "rainbow": "minatar"}.get(
+            algo, ENV
+        )  # an env preset
         cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={env}", f"backend={backend}"]
         cmd += [
             f"comm.procs={procs}",
@@ -233,6 +264,13 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu"
             policy, env, learning_starts=LEARNING_STARTS, exploration_fraction=min(1.0, explore / total),
             seed=0, device=device, **hp,
         )  # fmt: skip
+    elif algo == "qrdqn":
+        from sb3_contrib import QRDQN  # with the zoo's CartPole-v1 preset (tuned=qrdqn on rlexp's side)
+
+        start, stop = warmup, warmup + window
+        hp = {**ZOO_QRDQN["CartPole-v1"], "learning_starts": LEARNING_STARTS}
+        hp["exploration_fraction"] = min(1.0, 8000 / (stop + 1))  # 0.16 of the zoo's 5e4 steps
+        model = QRDQN("MlpPolicy", env, seed=0, device=device, **hp)
     elif algo == "ppo-zoo":  # SB3-zoo's HalfCheetah preset, as bench_learning.py's --sb3 runs it
         from stable_baselines3.common.env_util import make_vec_env
         from stable_baselines3.common.vec_env import VecNormalize
@@ -369,7 +407,20 @@ def main() -> None:
     parser.add_argument(
         "--algos",
         nargs="*",
-        default=["td3", "sac", "ppo", "ppo-zoo", "td3-zoo", "sac-zoo", "tqc", "crossq", "dqn", "dqn-atari"],
+        default=[
+            "td3",
+            "sac",
+            "ppo",
+            "ppo-zoo",
+            "td3-zoo",
+            "sac-zoo",
+            "tqc",
+            "crossq",
+            "dqn",
+            "dqn-atari",
+            "qrdqn",
+            "rainbow",
+        ],
         help="none: skip the SB3 tables",
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
@@ -406,7 +457,8 @@ def main() -> None:
         return
 
     if args.algos:
-        ensure_sb3(contrib=bool({"tqc", "crossq"} & set(args.algos)))  # sb3-contrib's TQC and CrossQ
+        contrib = {"tqc", "crossq", "qrdqn"}  # sb3-contrib's TQC, CrossQ and QRDQN
+        ensure_sb3(contrib=bool(contrib & set(args.algos)))
         if args.sbx:
             ensure_sbx()
     peers = ["sb3", *(["sbx"] if args.sbx else [])]
@@ -419,23 +471,23 @@ def main() -> None:
     tf_figures: dict[str, tuple[float, float]] = {}
     for algo in args.algos:
         ours, tf = [], []
-        theirs: dict[str, list[float]] = {peer: [] for peer in peers}
+        theirs: dict[str, list[float]] = {peer: [] for peer in peers if peer in ROW_PEERS.get(algo, peers)}
         warmup, window = SHORT_WINDOW.get(algo, (args.warmup, args.window))
         for _ in range(args.reps):  # rlexp torch, rlexp tf, SB3 and SBX in turn, so all see the same load
             ours.append(child("rlexp", algo, warmup, window, args.batch))
             if not args.no_backends:
                 tf.append(child("rlexp", algo, warmup, window, args.batch, backend="tf"))
-            for peer in peers:
+            for peer in theirs:
                 theirs[peer].append(child(peer, algo, warmup, window, args.batch))
         print(f"{algo:9} rlexp     {summary(ours)}")
         if tf:
             print(f"{algo:9} rlexp-tf  {summary(tf)}")
-        for peer in peers:
+        for peer in theirs:
             print(f"{algo:9} {peer:9} {summary(theirs[peer])}")
         for name, values in (("torch", ours), ("tf", tf)):
             if not values:
                 continue
-            for peer in peers:
+            for peer in theirs:
                 ratios = [a / b for a, b in zip(values, theirs[peer], strict=True)]
                 print(
                     f"{algo:9} ratio {name:5} / {peer:3} median {statistics.median(ratios):.2f}x  "
@@ -447,7 +499,7 @@ def main() -> None:
                 f"{label}  rlexp {mine:.0f} SPS  "
                 + "  ".join(
                     f"{peer} {statistics.median(theirs[peer]):.0f} SPS  {mine / statistics.median(theirs[peer]):.2f}x"
-                    for peer in peers
+                    for peer in theirs
                 )
             )
         if tf:

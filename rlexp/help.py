@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 INTRO = """\
-rlexp: Spinning Up's deep-RL algorithms (VPG, TRPO, PPO, DDPG, TD3, SAC), TQC, CrossQ and DQN on
-PyTorch or TensorFlow, with MPI data parallelism, configured by Hydra.
+rlexp: Spinning Up's deep-RL algorithms (VPG, TRPO, PPO, DDPG, TD3, SAC), TQC, CrossQ and DQN (with
+C51, QR-DQN and Rainbow) on PyTorch or TensorFlow, with MPI data parallelism, configured by Hydra.
 
 usage: python -m rlexp [group=option ...] [key=value ...]        train one run
        python -m rlexp --multirun key=v1,v2 ...                    a grid sweep (one run per combination)

@@ -194,7 +194,8 @@ def test_generic_env_preset_takes_any_registered_id():
 BAD_INPUTS = [
     (
         ["algo=foo"],
-        "unknown algo option 'foo'; choose one of: crossq, ddpg, dqn, ppo, rainbow, sac, td3, tqc, trpo, vpg",
+        "unknown algo option 'foo'; choose one of: c51, crossq, ddpg, dqn, ppo, qrdqn, rainbow, sac, td3, tqc, trpo, "
+        "vpg",
     ),
     (["env=NoSuchEnv-v0"], "unknown env option 'NoSuchEnv-v0'"),
     (["backend=jax"], "unknown backend option 'jax'"),
@@ -347,7 +348,8 @@ def test_help_and_cfg_job_work_as_in_any_hydra_app(cli):
     res = cli("--help")  # rlexp's own help (tests/test_console.py); Hydra's is --hydra-help
     assert (
         res.returncode == 0
-        and "  algo            ddpg, dqn, *ppo, rainbow, sac, td3, trpo, vpg" in res.stdout
+        and "  algo            c51, crossq, ddpg, dqn, *ppo, qrdqn, rainbow, sac, td3, tqc, trpo, vpg"
+        in res.stdout
     )
     res = cli("--hydra-help")
     assert res.returncode == 0 and "Hydra (" in res.stdout

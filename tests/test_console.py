@@ -96,7 +96,7 @@ def test_help_lists_options_with_the_users_presets_and_key_comments(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout
     assert out.startswith("rlexp: Spinning Up's deep-RL algorithms")
-    assert "  algo            ddpg, dqn, ppo, rainbow, *sac, td3, trpo, vpg" in out
+    assert "  algo            c51, crossq, ddpg, dqn, ppo, qrdqn, rainbow, *sac, td3, tqc, trpo, vpg" in out
     env_line = next(line for line in out.splitlines() if line.startswith("  env "))
     assert "*MyPendulum" in env_line and "HalfCheetah-v4" in env_line
     assert "hydra/sweeper" in out and "optuna" in out
