@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rlexp.normalize import Normalizer, RunningMeanStd
-from tests.conftest import composed, run_cli, train
+from tests.conftest import ROOT, composed, run_cli, train
 from tests.test_parity import BOX, DISCRETE, assert_same_params, assert_same_stats, on_policy_batch, pair
 from tests.test_resume import OFF_POLICY, assert_resumes_exactly, final_state, read_checkpoint
 
@@ -453,6 +453,10 @@ def test_tuned_sac_on_the_v4_three_is_spinning_ups_settings_and_the_zoos_stay_on
     assert composed("algo=sac", "tuned=sac", "env=HalfCheetah-v5").algo.batch_size == 256  # v5: the zoo's
 
 
+# the tuned presets there are (conf/tuned/), in the order Hydra lists them
+TUNED = sorted(p.stem for p in (ROOT / "conf" / "tuned").glob("*.yaml"))
+
+
 def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
     res = run_cli("+tuned=ppo", "env=Walker2d-v4", "--cfg", "job")
     assert res.returncode == 0, res.stderr
@@ -463,7 +467,7 @@ def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
             "tuned=ppo has no settings for env.id='Pendulum-v1'; tuned ppo presets: env=Ant-v4",
         ),
         (("tuned=ppo", "algo=sac", "env=Hopper-v4"), "tuned=ppo holds settings of algo=ppo"),
-        (("tuned=foo",), "unknown tuned option 'foo'; choose one of: dqn, none, ppo, sac, td3"),
+        (("tuned=foo",), f"unknown tuned option 'foo'; choose one of: {', '.join(TUNED)}"),
         (("algo=sac", "tuned=td3", "env=Hopper-v4"), "tuned=td3 holds settings of algo=td3"),
         (("algo=td3", "tuned=td3", "env=Pendulum-v1"), "tuned=td3 has no settings for env.id='Pendulum-v1'"),
         (
