@@ -455,6 +455,10 @@ def test_tuned_sac_on_the_v4_three_is_spinning_ups_settings_and_the_zoos_stay_on
 
 # the tuned presets there are (conf/tuned/), in the order Hydra lists them
 TUNED = sorted(p.stem for p in (ROOT / "conf" / "tuned").glob("*.yaml"))
+# the shared tuned presets (conf/tuned_preset/ALGO/_NAME.yaml) as the refusal names them
+SHARED_PRESETS = sorted(
+    f"{p.parent.name}/{p.stem}" for p in (ROOT / "conf" / "tuned_preset").glob("*/_*.yaml")
+)
 
 
 def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
@@ -472,8 +476,8 @@ def test_plus_tuned_works_too_and_bad_tuned_choices_are_one_line(tmp_path):
         (("algo=td3", "tuned=td3", "env=Pendulum-v1"), "tuned=td3 has no settings for env.id='Pendulum-v1'"),
         (
             ("algo=sac", "tuned=sac", "tuned_preset=sac/_zoo"),
-            "tuned_preset=sac/_zoo is no file in conf/tuned_preset/; the shared ones: ppo/_cleanrl_mujoco, "
-            "sac/_spinningup_mujoco, sac/_zoo_mujoco, td3/_zoo_mujoco",
+            "tuned_preset=sac/_zoo is no file in conf/tuned_preset/; the shared ones: "
+            + ", ".join(SHARED_PRESETS),
         ),
     ]:
         res = run_cli(*args, f"hydra.run.dir={tmp_path / 'r'}")
