@@ -282,6 +282,10 @@ class AlgoConfig:
         """Lines the run prints before its first epoch about settings it does not use as given (none)."""
         return []
 
+    def sampled_actions(self) -> str | None:
+        """:data:`SAMPLED_ACTIONS` of this configuration (an option may change how the policy explores)."""
+        return self.SAMPLED_ACTIONS
+
     def stats(self) -> tuple[Stat, ...]:
         """The learner's statistics logged after TotalEnvInteracts, in Spinning Up's order."""
         raise NotImplementedError

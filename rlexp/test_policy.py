@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
         get_action = policy_function(learner, to_env, args.deterministic)
         which = "the best evaluated policy" if args.best else "the policy"
         print(f"Loaded {which}, saved after {epochs(epoch)}, of {args.run_dir}")
-        actions = "deterministic" if args.deterministic else learner.algo.SAMPLED_ACTIONS or "deterministic"
+        actions = "deterministic" if args.deterministic else learner.algo.sampled_actions() or "deterministic"
         default = "" if args.deterministic else " (the default)"
         print(f"Using {actions} actions{default}.")
         if video_path is None:

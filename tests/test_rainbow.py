@@ -433,6 +433,8 @@ def test_a_run_is_tested_loaded_and_played(tmp_path, algo):
     assert {"AverageQVals", "LossQ", "Epsilon", "AverageTestEpRet"} <= set(progress.columns)
     res = run_cli(str(run_dir), "-n", "1", module="rlexp.test_policy")
     assert res.returncode == 0 and "EpRet" in res.stdout, res.stderr[-2000:]
+    explores = "noisy-network (greedy under fresh noise)" if algo == "rainbow" else "epsilon-greedy"
+    assert f"Using {explores} actions (the default)." in res.stdout
     import rlexp
 
     policy = rlexp.load(run_dir).policy()

@@ -216,6 +216,9 @@ class DQNConfig(OffPolicyConfig):
             return ("dqn", "rainbow" if algo.get("noisy") else "c51")
         return ("dqn",)
 
+    def sampled_actions(self) -> str | None:
+        return "noisy-network (greedy under fresh noise)" if self.noisy else self.SAMPLED_ACTIONS
+
     def notes(self) -> list[str]:
         if self.noisy and (self.eps_start > 0 or self.eps_end > 0):
             return [
