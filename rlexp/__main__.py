@@ -16,18 +16,47 @@ _EARLY_STOP = StopRequest().__enter__() if __name__ == "__main__" else None
 import contextlib
 import os
 import sys
+from typing import Any
 
-import hydra
-
-from rlexp.config import CONF_DIR, normalize_overrides, register_configs, register_resolvers
 from rlexp.errors import RLExpError
-from rlexp.explain import user_message
 from rlexp.fileio import drop_current_dir
-from rlexp.launch import launch
 
-register_configs()
-register_resolvers()
-_hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(launch)
+# Hydra, the config schemas and the launcher are imported when a command needs them: --version needs
+# none of them, --help no launcher (and no command imports torch or TensorFlow before a run starts).
+
+
+def __getattr__(name: str) -> Any:
+    """``CONF_DIR``, with rlexp's configs registered in Hydra's ConfigStore (what importing this
+    module gave before its imports were deferred; tests compose configs with it)."""
+    if name == "CONF_DIR":
+        from rlexp.config import CONF_DIR, register_configs, register_resolvers
+
+        register_configs()
+        register_resolvers()
+        return CONF_DIR
+    raise AttributeError(f"module 'rlexp.__main__' has no attribute {name!r}")
+
+
+def _hydra_main() -> None:
+    """Hydra's entry point with rlexp's configs and :func:`rlexp.launch.launch` as the task."""
+    import hydra
+
+    from rlexp.launch import launch
+
+    hydra.main(version_base="1.3", config_path=__getattr__("CONF_DIR"), config_name="config")(launch)()
+
+
+def _version() -> str:
+    """``rlexp X (Hydra Y)``, from the installed distributions (nothing imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import rlexp
+
+    try:
+        hydra_version = version("hydra-core")
+    except PackageNotFoundError:  # pragma: no cover (a dependency)
+        hydra_version = "unknown"
+    return f"rlexp {rlexp.__version__} (Hydra {hydra_version})"
 
 
 def main() -> None:
@@ -40,15 +69,15 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises instead of printing its own report
     try:
         if any(arg in ("--version", "-V") for arg in sys.argv[1:]):  # rlexp's version, Hydra's beside it
-            import rlexp
-
-            print(f"rlexp {rlexp.__version__} (Hydra {hydra.__version__})")
+            print(_version())
             return
         if any(arg in ("--help", "-h") for arg in sys.argv[1:]):  # rlexp's help; Hydra's: --hydra-help
             from rlexp.help import help_text
 
             print(help_text([a for a in sys.argv[1:] if a not in ("--help", "-h")]), end="")
             return
+        from rlexp.config import normalize_overrides
+
         sys.argv[1:] = normalize_overrides(sys.argv[1:])
         with contextlib.nullcontext() if _EARLY_STOP is not None else StopRequest():
             _hydra_main()
@@ -56,11 +85,17 @@ def main() -> None:
         print("rlexp: interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
+        from rlexp.explain import user_message
+
         msg = None if full_error else user_message(exc)
         if msg is None:
             raise
         print(f"rlexp: error: {msg}", file=sys.stderr)
         sys.exit(exc.exit_code if isinstance(exc, RLExpError) else 2)
+    finally:
+        from rlexp.worker import exit_fast
+
+        exit_fast()
 
 
 if __name__ == "__main__":

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
-import scipy.signal
 
 import rlexp.comm as comm
 from rlexp.nn import Sequences
 
 
 def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
-    """``y[t] = sum_k discount**k * x[t+k]`` along axis 0 (a reversed IIR filter, as in rllab)."""
-    return scipy.signal.lfilter([1], [1, -discount], x[::-1], axis=0)[::-1]
+    """``y[t] = sum_k discount**k * x[t+k]`` of a 1-d array, in float64 (rllab's reversed IIR filter).
+
+    Written as the recurrence ``y[t] = x[t] + discount * y[t+1]`` that ``scipy.signal.lfilter([1],
+    [1, -discount], x[::-1])`` computes, with the same operations, so the same bits; importing
+    scipy.signal for it cost every run ~0.7 s of start-up, more than this costs in a 200-epoch run
+    (~0.5 us a step).
+    """
+    ys = itertools.accumulate(x[::-1].tolist(), lambda y, v: v + discount * y, initial=0.0)
+    next(ys)  # the initial 0
+    return np.fromiter(ys, np.float64, len(x))[::-1]
 
 
 class GAEBuffer:

@@ -148,6 +148,16 @@ def _abort(code: int) -> None:
     sys.exit(code)
 
 
+def exit_fast() -> None:
+    """Spare a program's exit the interpreter's last garbage collection over every object still alive
+    (torch's or TensorFlow's modules: ~1 s after "Run finished", measured): they are frozen
+    (``gc.freeze``) and freed as their modules are, as before. For a program's last act (the command
+    line's, a rank's), once the run's files are written and closed; never in the Python API."""
+    import gc
+
+    gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     allow = "--allow-env-import" in argv
@@ -182,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             watch_parent()
             run(run_dir, stop, allow, nodes)
         _ignore_stop_signals()
+        exit_fast()  # the rank's exit, which the launcher waits for, without the last full collection
     except Stopped:
         _ignore_stop_signals()
         sys.exit(0)  # checkpoint written; the launcher, which sent the signal, reports it

@@ -108,6 +108,26 @@ def test_score_aggregates_the_last_epochs_of_a_column():
     assert score(table.iloc[:0], ScoreConfig(column=None, last=1, aggregate="mean")) is None
 
 
+def test_run_score_reads_progress_txt_as_pandas_does(tmp_path):
+    """run_score reads progress.txt without pandas: the same columns, NaN for empty cells, the same scores."""
+    from rlexp.score import read_progress, run_score
+
+    path = tmp_path / "progress.txt"
+    path.write_text("Epoch\tAverageEpRet\tAverageTestEpRet\n0\t1.5\t\n1\tnan\t-3\n2\t2.5\t4e1\n")
+    mine, theirs = read_progress(path), pd.read_table(path)
+    assert list(mine) == list(theirs.columns)
+    for col in mine:
+        np.testing.assert_array_equal(mine[col], theirs[col].to_numpy(dtype=float))
+    for cfg in (
+        ScoreConfig(column=None, last=5, aggregate="mean"),
+        ScoreConfig(column="AverageEpRet", last=2, aggregate="max"),
+    ):
+        assert run_score(tmp_path, cfg) == score(theirs, cfg)
+    assert run_score(tmp_path, ScoreConfig(column=None, last=5, aggregate="mean")) == 18.5
+    path.write_text("Epoch\tAverageEpRet\n")
+    assert run_score(tmp_path, ScoreConfig(column=None, last=5, aggregate="mean")) is None
+
+
 def test_a_bad_score_key_is_one_line(tmp_path):
     res = run_cli(f"hydra.run.dir={tmp_path / 'r'}", "score.aggregate=best")
     assert res.returncode == 2 and "Traceback" not in res.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import inspect
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -46,6 +47,48 @@ from rlexp.schema import BackendConfig, RLExpConfig
 from rlexp.seeding import RankSeeds
 
 
+def _eager(method: Any) -> None:
+    """Let an optimizer method that torch wraps with ``torch._disable_dynamo`` run without importing
+    torch._dynamo (~1.3 s, as long as torch's own import, in every process of a torch run).
+
+    torch imports Dynamo on the first call of such a method, only to run it unseen by Dynamo; rlexp
+    never compiles. The wrapper caches what it would call on the function (``__dynamo_disable``): given
+    this one, the function runs as it is when nothing is being compiled, and is handed to Dynamo's
+    ``disable`` when something is (a user's ``torch.compile`` in the same process), as torch does.
+    Where torch's wrapper is not the one expected, nothing changes (Dynamo is imported, as before).
+    """
+    fn = getattr(method, "__wrapped__", None)
+    if fn is None or hasattr(fn, "__dynamo_disable"):
+        return
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            from torch._dynamo import disable
+
+            return disable(fn, wrapping=False)(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    setattr(fn, "__dynamo_disable", call)
+
+
+for _name in ("add_param_group", "zero_grad", "state_dict", "load_state_dict"):
+    _eager(getattr(torch.optim.Optimizer, _name))
+
+
+def torch_step(
+    cls: type[torch.optim.Optimizer], optimizer: torch.optim.Optimizer, closure: Any = None
+) -> Any:
+    """``cls.step(optimizer, closure)``, torch's own step, without the wrapper that imports torch._dynamo
+    on every call (``_use_grad_for_differentiable``: it turns gradients off unless the optimizer is
+    ``differentiable`` and marks a graph break for Dynamo, which means nothing when nothing compiles;
+    see :func:`_eager`). The profiler's and the global step hooks' wrapper is left out with it."""
+    step = inspect.unwrap(cls.step)
+    if optimizer.defaults.get("differentiable") or torch.compiler.is_compiling():
+        return cls.step(optimizer, closure)
+    with torch.no_grad():
+        return step(optimizer, closure)
+
+
 class FusedAdam(torch.optim.Adam):
     """torch.optim.Adam with its fused kernel (one pass over all tensors instead of a loop per tensor;
     the same update rule, so TF's Adam still matches it), whose step calls that kernel directly.
@@ -65,7 +108,7 @@ class FusedAdam(torch.optim.Adam):
 
     def step(self, closure: Any = None) -> Any:  # type: ignore[override]
         if closure is not None or len(self.param_groups) != 1:
-            return super().step(closure)
+            return torch_step(torch.optim.Adam, self, closure)
         group = self.param_groups[0]
         params = group["params"]
         # the gradients of the last step, unless zero_grad(set_to_none) or backward made new ones
@@ -73,7 +116,8 @@ class FusedAdam(torch.optim.Adam):
             g is not p.grad for g, p in zip(self._tensors[1], params, strict=True)
         ):
             if any(p.grad is None or not self.state.get(p) for p in params):
-                return super().step()  # the first step makes the state (and a missing grad: torch's rules)
+                # the first step makes the state (and a missing grad: torch's rules)
+                return torch_step(torch.optim.Adam, self)
             states = [self.state[p] for p in params]
             plain = not (group["amsgrad"] or group["maximize"] or group.get("decoupled_weight_decay"))
             fast = (
@@ -83,7 +127,7 @@ class FusedAdam(torch.optim.Adam):
             )
             same = len({(p.device, p.dtype) for p in params}) == 1 and params[0].device.type == "cpu"
             if not (fast and same):
-                return super().step()
+                return torch_step(torch.optim.Adam, self)
             grads = [p.grad for p in params]
             self._tensors = (
                 params,
@@ -146,7 +190,8 @@ class CenteredRMSprop(torch.optim.RMSprop):
                 p.device.type != "cpu" or p.dtype != torch.float32 or not self.state.get(p) for p in params
             )
         ):
-            return super().step(closure)  # the first step makes the state; a GPU: torch's own step
+            # the first step makes the state; a GPU: torch's own step
+            return torch_step(torch.optim.RMSprop, self, closure)
         alpha, eps, lr = group["alpha"], group["eps"], group["lr"]
         with torch.no_grad(), np.errstate(invalid="ignore"):  # a negative variance: NaN, as torch's
             for p in params:
