@@ -33,6 +33,7 @@ from rlexp.cluster import mpiexec_placement, resolve_nodes, slurm_environment
 from rlexp.display import line_prefix
 from rlexp.errors import RLExpError, WorkerError
 from rlexp.logger import use_color
+from rlexp.progress import TERMINAL_VARIABLE, stdout_is_terminal
 from rlexp.schema import CommConfig, RLExpConfig
 from rlexp.stopping import READY_DIR, StopRequest, all_ready
 
@@ -90,6 +91,8 @@ def mpi_environment(cfg: RLExpConfig, nodes: int = 1) -> dict[str, str]:
     # which they would colour what goes to the launcher's pipe or log file
     env.pop("FORCE_COLOR" if not use_color() else "NO_COLOR", None)
     env[colour_variable()] = "1"
+    # and so does logger.progress=auto's bar (rlexp.progress): whether the launcher's stdout is a terminal
+    env[TERMINAL_VARIABLE] = "1" if stdout_is_terminal() else "0"
     return env
 
 

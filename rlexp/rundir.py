@@ -47,6 +47,7 @@ RESUMABLE_KEYS = (
     "comm.oversubscribe",
     "comm.extra_args",
     "logger.console",
+    "logger.progress",
 )
 CONFIG_HEADER = "# Fully resolved config of this run (what every rank trains with). Written by rlexp.\n"
 

@@ -309,6 +309,8 @@ class AlgoConfig:
 
 # logger.console: what each epoch prints (rlexp.logger.Logger)
 CONSOLE_MODES = ("table", "line", "quiet")
+# logger.progress: the bar inside each epoch (rlexp.progress)
+PROGRESS_MODES = ("auto", "true", "false")
 
 
 @dataclass
@@ -317,6 +319,7 @@ class LoggerConfig:
 
     tensorboard: bool = MISSING
     console: str = MISSING
+    progress: str = MISSING
     episodes: bool = MISSING
     wandb: bool = MISSING
     wandb_project: str = MISSING
@@ -328,6 +331,10 @@ class LoggerConfig:
         check(
             self.console in CONSOLE_MODES,
             f"logger.console={self.console!r} is unknown; choose one of: {', '.join(CONSOLE_MODES)}",
+        )
+        check(
+            self.progress.lower() in PROGRESS_MODES,
+            f"logger.progress={self.progress!r} is unknown; choose one of: {', '.join(PROGRESS_MODES)}",
         )
 
 

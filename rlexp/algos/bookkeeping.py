@@ -24,6 +24,7 @@ from rlexp.algos.learner import Learner
 from rlexp.checkpoint import checkpoint_path, latest_checkpoint, prune_checkpoints, rank_path
 from rlexp.errors import RLExpError
 from rlexp.logger import EpochLogger
+from rlexp.progress import EpochProgress
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 from rlexp.stopping import Stopped, StopRequest
@@ -69,6 +70,10 @@ class Bookkeeping:
         # the off-policy warm-up: random actions and no gradient steps (none on-policy)
         warmup = max(getattr(cfg.algo, "start_steps", 0), getattr(cfg.algo, "update_after", 0))
         self.timer = EpochTimer(cfg.algo.epochs, self.first_epoch, warmup, cfg.algo.steps_per_epoch)
+        #: the bar inside each epoch (logger.progress): ``for t in book.progress.steps(epoch, env_steps)``
+        self.progress = EpochProgress(
+            cfg.logger.progress, cfg.logger.console, cfg.algo.epochs, comm.num_procs() * cfg.env.num_envs
+        )
         note = self.timer.warmup_note()
         if note is not None:
             logger.log(note, "cyan")
@@ -88,6 +93,7 @@ class Bookkeeping:
         writes the best checkpoint here.
         """
         logger, algo = self.logger, self.cfg.algo
+        self.progress.close()  # the row takes the bar's place
         logger.store(**self.learner.end_of_epoch_stats())
         for key, min_max in algo.stats():
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)

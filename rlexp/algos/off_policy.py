@@ -227,7 +227,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     learner.advance(t * size)  # the schedules of env steps (DQN's epsilon and target updates)
     timer = book.timer
     for epoch in range(book.first_epoch + 1, algo.epochs + 1):
-        for _ in range(env_steps):
+        for _ in book.progress.steps(epoch, env_steps):  # range(env_steps), or through the bar
             with timer.phase("act"):
                 if t < start_steps:
                     a = codec.normalize(envs.sample_actions())

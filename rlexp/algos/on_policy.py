@@ -200,7 +200,7 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     )
     for epoch in range(book.first_epoch, algo.epochs):
         learner.start_epoch(epoch)
-        for t in range(env_steps):
+        for t in book.progress.steps(epoch + 1, env_steps):  # range(env_steps), or through the bar
             if sde_every and t % sde_every == 0:
                 learner.resample_noise()
             with timer.phase("act"):  # each env's observation in turn, from the one acting generator
