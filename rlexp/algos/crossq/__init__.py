@@ -41,7 +41,6 @@ from rlexp.algos.learner import OffPolicyLearner
 from rlexp.algos.sac import SACConfig
 from rlexp.errors import check, check_at_least
 from rlexp.nn import Renorm
-from rlexp.schema import Stat
 
 
 @dataclass
@@ -92,16 +91,6 @@ class CrossQConfig(SACConfig):
     def critic_hidden_sizes(self, hidden_sizes: list[int]) -> list[int]:
         """The critics' hidden layers: ``critic_width`` units in as many layers as ``hidden_sizes``."""
         return list(hidden_sizes) if self.critic_width is None else [self.critic_width] * len(hidden_sizes)
-
-    def stats(self) -> tuple[Stat, ...]:
-        base: tuple[Stat, ...] = (
-            ("Q1Vals", True),
-            ("Q2Vals", True),
-            ("LogPi", True),
-            ("LossPi", False),
-            ("LossQ", False),
-        )
-        return (*base, ("Alpha", False), ("LossAlpha", False)) if self.autotune_alpha else base
 
     @staticmethod
     def learner_class(backend: str) -> type[OffPolicyLearner]:
