@@ -99,18 +99,24 @@ class Linear(nn.Linear):
     only; anything else, and a torch without oneDNN, takes ``nn.functional.linear``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (
-            _ONEDNN_LINEAR is not None
-            and ONEDNN_MIN_MACS is not None
-            and x.dim() == 2
-            and x.device.type == "cpu"
-            and x.dtype == torch.float32
-            and x.shape[0] * self.in_features * self.out_features >= ONEDNN_MIN_MACS
-        ):
-            if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
-                return _OneDNNLinear.apply(x, self.weight, self.bias)
-            return _ONEDNN_LINEAR(x, self.weight, self.bias, "none", [], "")
-        return nn.functional.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias`` as :class:`Linear` computes it: through oneDNN for large float32
+    products of 2-D rows on the CPU (see ONEDNN_MIN_MACS), else ``nn.functional.linear``."""
+    if (
+        _ONEDNN_LINEAR is not None
+        and ONEDNN_MIN_MACS is not None
+        and x.dim() == 2
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and x.shape[0] * weight.shape[0] * weight.shape[1] >= ONEDNN_MIN_MACS
+    ):
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+            return _OneDNNLinear.apply(x, weight, bias)
+        return _ONEDNN_LINEAR(x, weight, bias, "none", [], "")
+    return nn.functional.linear(x, weight, bias)
 
 
 # torch's versions of rlexp.nn.ACTIVATIONS
@@ -908,7 +914,7 @@ class NoisyLinear(Linear):
             return super().forward(x)
         f_in, f_out = scaled_noise(noise).split([self.in_features, self.out_features])
         weight = self.weight + self.weight_sigma * torch.outer(f_out, f_in)
-        return nn.functional.linear(x, weight, self.bias + self.bias_sigma * f_out)
+        return linear(x, weight, self.bias + self.bias_sigma * f_out)
 
 
 class NoisyMLP(nn.Sequential):
