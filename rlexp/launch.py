@@ -93,6 +93,10 @@ def validate_experiment(cfg: RLExpConfig) -> None:
         from rlexp.wandblog import check_wandb_ready
 
         check_wandb_ready()
+    if cfg.logger.video_every:
+        from rlexp.video import offscreen_rendering
+
+        offscreen_rendering()  # before the env below imports mujoco (it picks its OpenGL then)
     env = make_env(cfg.env, allow_env_import=cfg.resume is None or cfg.allow_env_import)
     try:
         check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
@@ -109,6 +113,10 @@ def validate_experiment(cfg: RLExpConfig) -> None:
             )
         check_first_step(env, cfg.env.id, cfg.env.kwargs)
         check_memory(cfg, env)
+        if cfg.logger.video_every:
+            from rlexp.video import check_video
+
+            check_video(cfg, env)
     finally:
         env.close()
 

@@ -48,6 +48,7 @@ RESUMABLE_KEYS = (
     "comm.extra_args",
     "logger.console",
     "logger.progress",
+    "logger.video_every",
 )
 CONFIG_HEADER = "# Fully resolved config of this run (what every rank trains with). Written by rlexp.\n"
 

@@ -320,6 +320,7 @@ class LoggerConfig:
     tensorboard: bool = MISSING
     console: str = MISSING
     progress: str = MISSING
+    video_every: int = MISSING
     episodes: bool = MISSING
     wandb: bool = MISSING
     wandb_project: str = MISSING
@@ -335,6 +336,10 @@ class LoggerConfig:
         check(
             self.progress.lower() in PROGRESS_MODES,
             f"logger.progress={self.progress!r} is unknown; choose one of: {', '.join(PROGRESS_MODES)}",
+        )
+        check(
+            self.video_every >= 0,
+            f"logger.video_every={self.video_every} is out of range; use 0 (no videos) or N >= 1 (every N epochs)",
         )
 
 

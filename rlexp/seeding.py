@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 # Stream names and their fixed places in the spawn key: never reorder, only append.
-STREAMS = ("env", "action_space", "test_env", "init", "acting", "replay", "learner")
+STREAMS = ("env", "action_space", "test_env", "init", "acting", "replay", "learner", "video")
 
 
 class RankSeeds:

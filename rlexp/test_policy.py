@@ -33,6 +33,7 @@ from rlexp.checkpoint import find_best_checkpoint, list_checkpoints
 from rlexp.display import epochs, has_display
 from rlexp.errors import RLExpError, argument_parser, report
 from rlexp.fileio import atomic_output, drop_current_dir
+from rlexp.video import VideoWriter, offscreen_rendering, render_frame
 
 if TYPE_CHECKING:
     from rlexp.algos.learner import Learner
@@ -129,63 +130,6 @@ def policy_function(learner: Learner, to_env: Callable[[Any], Any], deterministi
 
     get_action.reset = lambda: learner.reset_state(-1)  # type: ignore[attr-defined]  # a new episode (memory)
     return get_action
-
-
-class VideoWriter:
-    """Stream RGB frames into an H.264 mp4 through imageio-ffmpeg's bundled ffmpeg."""
-
-    def __init__(self, path: Path, fps: float) -> None:
-        self.path, self.fps = path, fps
-        self.frames = 0
-        self._gen: Any = None
-
-    def add(self, frame: Any) -> None:
-        """Append one frame (height x width x 3, uint8)."""
-        import imageio_ffmpeg
-
-        frame = np.ascontiguousarray(frame, dtype=np.uint8)
-        if self._gen is None:
-            h, w = frame.shape[:2]
-            self._gen = imageio_ffmpeg.write_frames(
-                str(self.path),
-                (w, h),
-                fps=self.fps,
-                codec="libx264",
-                pix_fmt_in="rgb24",
-                pix_fmt_out="yuv420p",  # what every player opens
-                macro_block_size=2,  # yuv420p needs even sizes; pads odd ones instead of rescaling
-                output_params=["-movflags", "+faststart"],
-                ffmpeg_log_level="error",
-            )
-            self._gen.send(None)
-        self._gen.send(frame)
-        self.frames += 1
-
-    def close(self) -> None:
-        """Finish the file (ffmpeg writes the index)."""
-        if self._gen is not None:
-            self._gen.close()
-            self._gen = None
-
-
-def render_frame(env: Any) -> Any:
-    """``env.render()`` in rgb_array mode; a failure to render offscreen is the user's to fix."""
-    import gymnasium as gym
-
-    try:
-        frame = env.render()
-    except (gym.error.DependencyNotInstalled, ImportError) as exc:  # e.g. pygame for the classic envs
-        name = env.spec.id if env.spec else "the env"
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise RLExpError(f"{name} cannot render: {why}") from None
-    except Exception as exc:
-        raise RLExpError(
-            f"{env.spec.id if env.spec else 'the env'} cannot render offscreen ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}); for MuJoCo set MUJOCO_GL=egl or osmesa"
-        ) from None
-    if frame is None:
-        raise RLExpError("the env returned no frame from render(); it does not support rgb_array rendering")
-    return frame
 
 
 def run_policy(
@@ -340,8 +284,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise RLExpError(
                     f"{video_path} already exists; pass --force to replace it, or choose another path"
                 )
-            if not has_display():
-                os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo renders offscreen headless
+            offscreen_rendering()  # MuJoCo through EGL, SDL's dummy drivers, without a display
             render_mode = "rgb_array"
         else:
             render_mode = "human" if not args.norender and has_display() else None

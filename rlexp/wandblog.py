@@ -77,5 +77,11 @@ class WandbWriter:
         """One epoch's row (the columns of progress.txt; empty values left out)."""
         self.run.log({k: v for k, v in row.items() if v != ""})
 
+    def log_video(self, path: Path, step: int) -> None:
+        """An mp4 (:mod:`rlexp.video`) as ``video`` at TotalEnvInteracts ``step``."""
+        import wandb
+
+        self.run.log({"video": wandb.Video(str(path), format="mp4"), "TotalEnvInteracts": step})
+
     def close(self) -> None:
         self.run.finish()

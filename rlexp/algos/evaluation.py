@@ -118,14 +118,22 @@ class Evaluation:
         #: the best evaluation so far: {"epoch": completed epochs, "score": mean test return}, or None
         self.best: dict[str, Any] | None = None if state is None else state.get("best")
         self.tested = False  # whether the policy was evaluated after this epoch
+        self.video: Any = None  # rank 0's recordings (logger.video_every), after the test episodes
+        if cfg.logger.video_every > 0 and comm.proc_id() == 0:
+            from rlexp.video import TrainingVideo
+
+            self.video = TrainingVideo(cfg, run_dir, learner, logger, seeds)
         self.score: float | None = None  # this epoch's score, once its columns are logged
 
     def test(self, done: int) -> None:
-        """After ``done`` completed epochs: play this rank's test episodes if an evaluation is due."""
+        """After ``done`` completed epochs: play this rank's test episodes if an evaluation is due, and
+        record rank 0's video episode if one is due (:mod:`rlexp.video`)."""
         algo = self.algo
         self.tested = algo.evaluates and done % algo.test_every == 0
         if self.tested:
             test_agent(self.env, self.learner, self.to_env, self.episodes, self.logger)
+        if self.video is not None:
+            self.video.after_epoch(done)
 
     def log_returns(self) -> None:
         """Log EpRet(mm), TestEpRet(mm), EpLen and TestEpLen (the Test columns when ``test_every > 0``,
@@ -187,3 +195,5 @@ class Evaluation:
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
+        if self.video is not None:
+            self.video.close()
