@@ -109,8 +109,13 @@ def test_every_algo_preset_has_its_registry_entry_and_learners():
         == sorted(ALGOS)
         == ["crossq", "ddpg", "dqn", "ppo", "sac", "td3", "tqc", "trpo", "vpg"]
     )
-    # the other presets are variants of one (algo=rainbow: dqn with its extensions on)
-    assert {stem: rlexp_name(stem) for stem in names if stem not in presets} == {"rainbow": "dqn"}
+    # the other presets are variants of one (algo=rainbow: dqn with its extensions on; c51 and qrdqn: dqn
+    # with a distributional head)
+    assert {stem: rlexp_name(stem) for stem in names if stem not in presets} == {
+        "c51": "dqn",
+        "qrdqn": "dqn",
+        "rainbow": "dqn",
+    }
     for name, config in ALGOS.items():
         assert name == config.NAME
         family = OnPolicyLearner if issubclass(config, OnPolicyConfig) else OffPolicyLearner
