@@ -264,6 +264,25 @@ def test_a_noisy_mlp_gives_the_same_outputs_in_torch_tf_and_numpy_acting():
     assert np.abs(out - mean).max() > 1e-3  # the noise does something
 
 
+def test_a_noisy_layer_gives_one_row_the_value_it_gives_it_in_a_batch():
+    """One observation (acting) takes the factorised form ``x W^T + b + f(eps_out) ((x f(eps_in)) W_sigma^T +
+    b_sigma)``, a batch the noisy weight matrix: the same values, on both backends."""
+    torch.manual_seed(3)
+    layer = nn_torch.NoisyLinear(6, 4, sigma0=2.0)
+    twin = nn_tf.NoisyLinear(6, 4, np.random.default_rng(0), sigma0=2.0)
+    for t, v in zip(layer.parameters(), twin.parameters(), strict=True):
+        v.assign(t.detach().numpy())
+    rng = np.random.default_rng(4)
+    x, noise = rng.normal(size=(3, 6)).astype(np.float32), rng.standard_normal(10).astype(np.float32)
+    with torch.no_grad():
+        batch = layer(torch.as_tensor(x), torch.as_tensor(noise)).numpy()
+        rows = [layer(torch.as_tensor(x[i : i + 1]), torch.as_tensor(noise)).numpy()[0] for i in range(3)]
+    np.testing.assert_allclose(rows, batch, rtol=1e-5, atol=1e-6)
+    tf_rows = [twin(tf.constant(x[i : i + 1]), tf.constant(noise)).numpy()[0] for i in range(3)]
+    np.testing.assert_allclose(tf_rows, batch, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(twin(tf.constant(x), tf.constant(noise)).numpy(), batch, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_noisy_acting_draws_fresh_noise_from_the_acting_generator_without_epsilon(backend):
     """With noisy networks epsilon is 0 throughout; each exploring action is the greedy one under a fresh

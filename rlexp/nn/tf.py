@@ -866,6 +866,9 @@ class NoisyLinear(Linear):
         if noise is None:
             return super().__call__(x)
         f_in, f_out = tf.split(scaled_noise(noise), [self.n_in, self.n_out])
+        if len(x.shape) == 2 and x.shape[0] == 1:  # one observation (acting): without forming the weights
+            noisy = tf.matmul(x * f_in, self.weight_sigma, transpose_b=True) + self.bias_sigma
+            return tf.matmul(x, self.weight, transpose_b=True) + self.bias + f_out * noisy
         weight = self.weight + self.weight_sigma * (f_out[:, None] * f_in[None, :])
         return tf.matmul(x, weight, transpose_b=True) + (self.bias + self.bias_sigma * f_out)
 

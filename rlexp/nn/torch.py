@@ -913,6 +913,10 @@ class NoisyLinear(Linear):
         if noise is None:
             return super().forward(x)
         f_in, f_out = scaled_noise(noise).split([self.in_features, self.out_features])
+        if x.dim() == 1 or x.shape[0] == 1:  # one observation (acting): the same without forming the weights
+            return linear(x, self.weight, self.bias) + f_out * linear(
+                x * f_in, self.weight_sigma, self.bias_sigma
+            )
         weight = self.weight + self.weight_sigma * torch.outer(f_out, f_in)
         return linear(x, weight, self.bias + self.bias_sigma * f_out)
 
