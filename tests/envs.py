@@ -67,6 +67,26 @@ class CrashAfter(gym.Env):
         return np.zeros(2, np.float32), float(action), self.t >= 20, False, {}
 
 
+class ConstantReward(gym.Env):
+    """Episodes of 10 steps, each rewarded ``reward`` whatever the action: every episode's return is
+    ``10 * reward`` (a run's score known in advance)."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, reward: float = 0.0) -> None:
+        self.reward, self.t = float(reward), 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), self.reward, self.t >= 10, False, {}
+
+
 class UnboundedActions(MultiDiscreteActions):
     """A Box action space without finite bounds (fine for PPO, not for DDPG/TD3/SAC)."""
 
@@ -161,3 +181,4 @@ gym.register("RLExpTest/UnboundedActions-v0", entry_point=UnboundedActions)
 gym.register("RLExpTest/MultiDiscrete-v0", entry_point=MultiDiscreteActions)
 gym.register("RLExpTest/CrashOnRank1-v0", entry_point=CrashOnRank1)
 gym.register("RLExpTest/CrashAfter-v0", entry_point=CrashAfter)
+gym.register("RLExpTest/ConstantReward-v0", entry_point=ConstantReward)

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+import rlexp
 from rlexp.schema import ScoreConfig
 from rlexp.score import score
 from tests.conftest import ROOT, run_cli
@@ -248,6 +249,78 @@ def test_an_optuna_trial_is_scored_by_several_seeds(tmp_path):
         }
         assert trial["seed_scores"] == pytest.approx(scores)
         assert trial["value"] == pytest.approx(stats.trim_mean(list(scores.values()), 0.25))
+
+
+def test_an_optuna_sweep_with_the_median_pruner_stops_hopeless_trials_early(tmp_path):
+    """hydra.sweeper.pruner=median (the zoo's): each run reports its score after every epoch to its trial
+    in a real Optuna study (a journal file in the sweep directory) and ends early, as finished, when the
+    score is below the median of the completed trials' at that epoch; the sweep tells Optuna PRUNED and
+    optimization_results.yaml says after how many epochs. Every episode of the env returns 10 * reward,
+    so which trials the pruner must stop is known: replayed here trial by trial."""
+    import optuna
+
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", "hydra/sweeper=optuna", "env=gym", "env.id=tests.envs:RLExpTest/ConstantReward-v0",
+        "+env.kwargs.reward=choice(0,1)", "hydra.sweeper.n_trials=7", "hydra.sweeper.sampler=random",
+        "hydra.sweeper.seed=3", "hydra.sweeper.pruner=median", "hydra.sweeper.n_startup_trials=2",
+        "hydra.sweeper.n_warmup_steps=1", f"hydra.sweep.dir={sweep}", "algo.epochs=4",
+        "algo.steps_per_epoch=100",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert results["pruner"] == "median"
+    completed: list[float] = []  # the completed trials' values (each epoch's score is the same)
+    pruned_runs = []
+    for trial in results["trials"]:
+        value = 10.0 * trial["params"]["+env.kwargs.reward"]
+        (run,) = sweep.glob(f"{trial['number']}_*")
+        epochs_run = len(pd.read_table(run / "progress.txt"))
+        if len(completed) >= 2 and value < float(np.median(completed)):
+            # pruned at the first epoch the pruner may judge (n_warmup_steps=1), as finished
+            assert trial["state"] == "PRUNED" and trial["pruned_after_epochs"] == 1 == epochs_run, trial
+            assert f"trial {trial['number']} pruned after 1 epoch (score 0)" in res.stdout + res.stderr
+            assert rlexp_finished(run).startswith("pruned by Optuna's median pruner after 1 epoch (score 0)")
+            assert rlexp.load(run).finished
+            pruned_runs.append(run)
+        else:
+            assert trial["state"] == "COMPLETE" and trial["value"] == value and epochs_run == 4, trial
+            assert "pruned_after_epochs" not in trial
+            completed.append(value)
+    assert 0 < len(pruned_runs) < 7, results["trials"]  # the sampler's seed gives both
+    assert f"{len(pruned_runs)} of 7 trials pruned" in res.stdout
+    study = optuna.load_study(
+        study_name="sweep",
+        storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(sweep / "optuna_journal.log"))
+        ),
+    )
+    assert [t.state.name for t in study.trials] == [t["state"] for t in results["trials"]]
+    again = run_cli(f"resume='{pruned_runs[0]}'", "allow_env_import=true")  # finished: nothing continues it
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "has finished early (pruned by Optuna" in again.stdout
+
+
+def rlexp_finished(run: Path) -> str:
+    """Why ``run`` ended before its epochs, from its last checkpoint."""
+    from rlexp.checkpoint import finished_reason, latest_checkpoint
+
+    latest = latest_checkpoint(run)
+    assert latest is not None
+    return str(finished_reason(latest[1]))
+
+
+def test_a_pruner_with_several_seeds_per_trial_is_one_line(tmp_path):
+    res = run_cli(
+        "--multirun", "hydra/sweeper=optuna", "algo.lr=interval(1e-4,1e-2)", "hydra.sweeper.pruner=median",
+        "hydra.sweeper.seeds=3", f"hydra.sweep.dir={tmp_path / 's'}",
+    )  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines()[-1] == (
+        "rlexp: error: hydra.sweeper.pruner=median prunes a trial's one run by its score per epoch, but "
+        "hydra.sweeper.seeds=3; use seeds=1 with a pruner, or pruner=none"
+    )
+    assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.parametrize(

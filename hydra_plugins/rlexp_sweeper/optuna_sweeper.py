@@ -31,6 +31,7 @@ search-space grammar (Hydra's override syntax) on Optuna's ask-and-tell interfac
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -45,14 +46,19 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from hydra_plugins.rlexp_sweeper.sweeper import check_jobs, name_by_swept_keys, report_dry_run
+from rlexp.display import epochs
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
+from rlexp.pruning import PRUNED, STUDY_VARIABLE, TRIAL_VARIABLE, make_pruner, open_storage
 
 log = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "random")
 DIRECTIONS = ("maximize", "minimize")
 AGGREGATES = ("mean", "iqm", "median")  # a multi-seed trial's value from its runs' scores
+PRUNERS = ("none", "median")  # median: Optuna's MedianPruner (the zoo's), over the runs' scores per epoch
+JOURNAL_FILE = "optuna_journal.log"  # in the sweep directory: the study, when pruning without a storage
+STUDY_FILE = "optuna_study.json"  # in the sweep directory: the study as the trials' runs open it
 
 
 def aggregate(name: str, values: list[float]) -> float:
@@ -122,6 +128,11 @@ def edges(space: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def quoted(text: str) -> str:
+    """``text`` as a quoted string of Hydra's override grammar (a path, say)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def as_override(key: str, value: Any) -> str:
     """``key=value`` in Hydra's override syntax (strings quoted where they need it)."""
     if isinstance(value, str):
@@ -143,6 +154,11 @@ class RLExpOptunaSweeper(Sweeper):
     :param params: a search space given in a config rather than on the command line, ``{key: "interval(0,1)"}``.
     :param seeds: runs per trial (K), at consecutive seeds from the run's ``seed``; 1: one run per trial.
     :param aggregate: a multi-seed trial's value: the ``mean``, ``iqm`` or ``median`` of its runs' scores.
+    :param pruner: ``none``, or ``median``: each run reports its score after every epoch and stops early
+        (as finished; its trial PRUNED) when that is worse than the median of the completed trials' at
+        the same epoch (:mod:`rlexp.pruning`). One run per trial (``seeds`` 1).
+    :param n_startup_trials: the median pruner prunes nothing until this many trials completed.
+    :param n_warmup_steps: nor a run that completed fewer than this many epochs.
     """
 
     def __init__(
@@ -157,6 +173,9 @@ class RLExpOptunaSweeper(Sweeper):
         params: dict[str, str] | None,
         seeds: int = 1,
         aggregate: str = "mean",
+        pruner: str = "none",
+        n_startup_trials: int = 5,
+        n_warmup_steps: int = 0,
     ) -> None:
         if n_trials < 1 or n_jobs < 1:
             raise RLExpError(
@@ -178,7 +197,22 @@ class RLExpOptunaSweeper(Sweeper):
             raise RLExpError(
                 f"hydra.sweeper.aggregate={aggregate!r} is unknown; choose one of: {', '.join(AGGREGATES)}"
             )
+        if pruner not in PRUNERS:
+            raise RLExpError(
+                f"hydra.sweeper.pruner={pruner!r} is unknown; choose one of: {', '.join(PRUNERS)}"
+            )
+        if n_startup_trials < 0 or n_warmup_steps < 0:
+            raise RLExpError(
+                f"hydra.sweeper.n_startup_trials={n_startup_trials}, n_warmup_steps={n_warmup_steps} are out "
+                "of range; use integers >= 0"
+            )
+        if pruner != "none" and seeds > 1:
+            raise RLExpError(
+                f"hydra.sweeper.pruner={pruner} prunes a trial's one run by its score per epoch, but "
+                f"hydra.sweeper.seeds={seeds}; use seeds=1 with a pruner, or pruner=none"
+            )
         self.seeds, self.aggregate = seeds, aggregate
+        self.pruner, self.n_startup_trials, self.n_warmup_steps = pruner, n_startup_trials, n_warmup_steps
         self.n_trials, self.n_jobs, self.direction = n_trials, n_jobs, direction
         self.sampler_name, self.seed = sampler, seed
         self.study_name, self.storage = study_name, storage
@@ -224,13 +258,21 @@ class RLExpOptunaSweeper(Sweeper):
             return None
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        described = self._study_description(self.study_name or sweep_dir.name, sweep_dir)
         study = optuna.create_study(
-            study_name=self.study_name or sweep_dir.name,
-            storage=self.storage,
+            study_name=described["study_name"],
+            storage=open_storage(described) if self.pruner != "none" else self.storage,
             sampler=self._sampler(),
+            pruner=make_pruner(described) if self.pruner != "none" else None,
             direction=self.direction,
             load_if_exists=True,
         )
+        reports = []  # with a pruner: where each run finds its trial (Hydra's env_set for the job)
+        if self.pruner != "none":
+            atomic_write_text(sweep_dir / STUDY_FILE, json.dumps(described, indent=1) + "\n")
+            reports = [
+                f"++hydra.job.env_set.{STUDY_VARIABLE}={quoted(str((sweep_dir / STUDY_FILE).resolve()))}"
+            ]
         log.info(f"Optuna study {study.study_name}: {self.direction} the score over {', '.join(space)}")
         seeds = self.trial_seeds(overrides)
         if len(seeds) > 1:  # each job of a trial sets its own seed
@@ -247,6 +289,7 @@ class RLExpOptunaSweeper(Sweeper):
                     *fixed,
                     *(as_override(k, v) for k, v in t.params.items()),
                     *([f"seed={s}"] if len(seeds) > 1 else []),
+                    *(reports and [*reports, f"++hydra.job.env_set.{TRIAL_VARIABLE}={t._trial_id}"]),
                 ]
                 for t in trials
                 for s in seeds
@@ -264,6 +307,23 @@ class RLExpOptunaSweeper(Sweeper):
                 )
             done += len(trials)
         return self._report(study, sweep_dir, fixed)
+
+    def _study_description(self, name: str, sweep_dir: Path) -> dict[str, Any]:
+        """What a trial's run needs to open the study and its pruner (:mod:`rlexp.pruning`): the storage
+        (``storage``, else with a pruner a journal file in the sweep directory, which every process on
+        any node that sees the directory can open) and the pruner's settings."""
+        journal = None
+        if self.pruner != "none" and self.storage is None:
+            journal = str((sweep_dir / JOURNAL_FILE).resolve())
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+        return {
+            "study_name": name,
+            "storage": self.storage,
+            "journal": journal,
+            "pruner": self.pruner,
+            "n_startup_trials": self.n_startup_trials,
+            "n_warmup_steps": self.n_warmup_steps,
+        }
 
     def trial_seeds(self, overrides: list[Override]) -> list[int]:
         """The seeds of each trial's runs: ``seeds`` consecutive ones from the command line's ``seed``
@@ -302,6 +362,16 @@ class RLExpOptunaSweeper(Sweeper):
                 scores[seed] = float(value)
         if scores:
             trial.set_user_attr("seed_scores", {str(k): v for k, v in scores.items()})
+        pruned = next(
+            (t.user_attrs.get(PRUNED) for t in study.get_trials(deepcopy=False) if t.number == trial.number),
+            None,
+        )
+        if pruned is not None and not failed:  # its run stopped early, as finished (rlexp.pruning)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            log.info(
+                f"trial {trial.number} pruned after {epochs(pruned['epochs'])} (score {pruned['score']:.6g})"
+            )
+            return
         if failed:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             which = "" if len(seeds) == 1 else f"{len(failed)} of its {len(seeds)} runs; "
@@ -327,6 +397,7 @@ class RLExpOptunaSweeper(Sweeper):
             "best_value": float(best.value),
             "seeds_per_trial": self.seeds,
             "aggregate": self.aggregate if self.seeds > 1 else None,
+            "pruner": self.pruner,
             "trials": [
                 {
                     "number": t.number,
@@ -334,13 +405,21 @@ class RLExpOptunaSweeper(Sweeper):
                     "value": t.value,
                     "state": t.state.name,
                     **({"seed_scores": t.user_attrs["seed_scores"]} if "seed_scores" in t.user_attrs else {}),
+                    **(
+                        {"pruned_after_epochs": t.user_attrs[PRUNED]["epochs"]}
+                        if PRUNED in t.user_attrs
+                        else {}
+                    ),
                 }
                 for t in study.trials
             ],
         }
         atomic_write_text(sweep_dir / "optimization_results.yaml", yaml.safe_dump(results, sort_keys=False))
         overrides = " ".join(as_override(k, v) for k, v in best.params.items())
+        pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
         print(
-            f"Best trial: {best.number} ({overrides}) score {best.value:.6g}; all trials: {sweep_dir / 'optimization_results.yaml'}"
+            f"Best trial: {best.number} ({overrides}) score {best.value:.6g}; "
+            + (f"{pruned} of {len(study.trials)} trials pruned; " if self.pruner != "none" else "")
+            + f"all trials: {sweep_dir / 'optimization_results.yaml'}"
         )
         return results

@@ -25,6 +25,7 @@ from rlexp.checkpoint import checkpoint_path, latest_checkpoint, prune_checkpoin
 from rlexp.errors import RLExpError
 from rlexp.logger import EpochLogger
 from rlexp.progress import EpochProgress
+from rlexp.pruning import trial_pruning
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 from rlexp.stopping import Stopped, StopRequest
@@ -82,15 +83,18 @@ class Bookkeeping:
                 logger.log(line, "cyan")
         #: test episodes, the best checkpoint and the return that ends the run
         self.evaluation = Evaluation(cfg, run_dir, learner, logger, seeds, self.loop_state)
+        #: a trial of a pruning Optuna sweep: its reports after every epoch (rlexp.pruning); else None
+        self.pruning = trial_pruning(run_dir, cfg.score)
 
     def end_epoch(self, done: int, env_steps: int) -> bool:
         """Log the learner's statistics, Time and the throughput columns, write the row; return whether
         a checkpoint is due after these ``done`` epochs (``env_steps``: this epoch's, all ranks).
 
         A checkpoint is due every ``save_freq`` epochs, after the last epoch, after the epoch in
-        which any rank got a stop signal, and after the epoch whose score reached
-        ``algo.stop_at_return`` (all ranks agree on both: collectives). A new best evaluation score
-        writes the best checkpoint here.
+        which any rank got a stop signal, after the epoch whose score reached
+        ``algo.stop_at_return`` and after the epoch at which Optuna's pruner pruned the run (a trial of
+        a pruning sweep: :mod:`rlexp.pruning`); all ranks agree on each (collectives). A new best
+        evaluation score writes the best checkpoint here.
         """
         logger, algo = self.logger, self.cfg.algo
         self.progress.close()  # the row takes the bar's place
@@ -102,6 +106,8 @@ class Bookkeeping:
         logger.dump_tabular()
         self.timer.progress(logger)
         self.finished = self.evaluation.end_epoch(done)
+        if self.finished is None and self.pruning is not None and done < algo.epochs:
+            self.finished = self.pruning.after_epoch(done)  # Optuna's pruner ends a hopeless trial
         self.stopping = self.stop.agreed() and done < algo.epochs and self.finished is None
         return done % algo.save_freq == 0 or done == algo.epochs or self.stopping or self.finished is not None
 
