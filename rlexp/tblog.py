@@ -9,12 +9,15 @@ a plain local file opened exclusively, so an existing event file is never overwr
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from rlexp.errors import RLExpError
 
@@ -70,6 +73,23 @@ class TensorBoardWriter:
                 if _is_number(v) and math.isfinite(float(v))
             ]
         )
+        self._write(self._event(wall_time=time.time(), step=int(step), summary=summary))
+        self._writer.flush()
+
+    def add_animation(self, tag: str, frames: list[Any], step: int, fps: float) -> None:
+        """An animated GIF of ``frames`` (height x width x 3, uint8) as the image ``tag`` at ``step``:
+        TensorBoard's Images tab plays it (what its own ``add_video`` writes, encoded by Pillow)."""
+        from PIL import Image
+
+        images = [Image.fromarray(np.ascontiguousarray(f, dtype=np.uint8)) for f in frames]
+        buf = io.BytesIO()
+        duration = max(20, round(1000 / fps))  # ms per frame; browsers play faster GIFs at 100 ms
+        images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], duration=duration, loop=0)
+        height, width = frames[0].shape[:2]
+        image = self._summary.Image(
+            height=height, width=width, colorspace=3, encoded_image_string=buf.getvalue()
+        )
+        summary = self._summary(value=[self._summary.Value(tag=tag, image=image)])
         self._write(self._event(wall_time=time.time(), step=int(step), summary=summary))
         self._writer.flush()
 

@@ -8,7 +8,9 @@ action, as the test episodes) after every ``video_every``-th epoch, in an env of
 through imageio-ffmpeg, one frame after the reset and one after each step, at the env's frame rate),
 atomically. It draws from no other stream and changes no state of the learner, so a run records the
 same progress.txt with videos as without (only the time columns differ). With ``logger.wandb=true`` the
-file also goes to W&B as ``video``, at the epoch's TotalEnvInteracts. Off (``video_every: 0``), nothing
+file also goes to W&B as ``video``, at the epoch's TotalEnvInteracts; with ``logger.tensorboard=true``
+TensorBoard gets it as an animated GIF, ``video`` in its Images tab (:class:`Thumbnails`: at most
+:data:`GIF_SIZE` pixels a side and :data:`GIF_FRAMES` frames, a long episode's frames thinned). Off (``video_every: 0``), nothing
 is made and nothing is paid.
 """
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from rlexp.seeding import RankSeeds
 
 VIDEO_DIR = "videos"  # in the run directory
+GIF_SIZE = 160  # TensorBoard's GIF of an episode: at most this many pixels a side ...
+GIF_FRAMES = 300  # ... and at most this many frames (every 2nd, 4th, ... of a longer episode)
 
 
 class VideoWriter:
@@ -68,6 +72,29 @@ class VideoWriter:
         if self._gen is not None:
             self._gen.close()
             self._gen = None
+
+
+class Thumbnails:
+    """An episode's frames made small for TensorBoard's GIF: each shrunk by an integer stride to at most
+    :data:`GIF_SIZE` pixels a side; whenever more than ``2 * GIF_FRAMES`` are kept, every other one is
+    dropped and from then on only every 2nd (4th, ...) frame is taken, so memory stays bounded and the
+    GIF (at ``fps / every``) plays the whole episode at its speed."""
+
+    def __init__(self, fps: float) -> None:
+        self.fps, self.frames, self.every, self.seen = fps, [], 1, 0
+
+    def add(self, frame: Any) -> None:
+        if self.seen % self.every == 0:
+            stride = -(-max(frame.shape[:2]) // GIF_SIZE)
+            self.frames.append(np.array(frame[::stride, ::stride], dtype=np.uint8))
+            if len(self.frames) > 2 * GIF_FRAMES:
+                self.frames, self.every = self.frames[::2], 2 * self.every
+        self.seen += 1
+
+    def gif_frames(self) -> tuple[list[Any], float]:
+        """At most :data:`GIF_FRAMES` frames and their rate."""
+        step = -(-len(self.frames) // GIF_FRAMES)
+        return self.frames[::step], self.fps / (self.every * step)
 
 
 def render_frame(env: Any) -> Any:
@@ -175,28 +202,39 @@ class TrainingVideo:
 
         env, learner = self.env, self.learner
         path = video_path(self.run_dir, done)
+        tensorboard = self.logger.tb_writer
+        small = Thumbnails(self.fps) if tensorboard is not None else None
+
+        def add(frame: Any) -> None:
+            video.add(frame)
+            if small is not None:
+                small.add(frame)
+
         with atomic_output(path) as tmp:  # a resumed run that plays an epoch again replaces its video
             video = VideoWriter(tmp, self.fps)
             try:
                 o, _ = env.reset(seed=self.seeds.indexed("video", done))
                 learner.reset_state(-1)  # recurrent networks: the episode starts from a zero state
-                video.add(render_frame(env))
+                add(render_frame(env))
                 done_episode = False
                 while not done_episode:
                     action = self.to_env(learner.act(learner.observe(o), deterministic=True))
                     o, _, terminated, truncated, info = env.step(action)
-                    video.add(render_frame(env))
+                    add(render_frame(env))
                     done_episode = terminated or truncated
                     if terminated and info.get(CONTINUES):  # a lost life: the game goes on
                         o, _ = env.reset()
                         learner.reset_state(-1)
-                        video.add(render_frame(env))
+                        add(render_frame(env))
                         done_episode = False
             finally:
                 video.close()
         writer = self.logger.wandb_writer
         if writer is not None:
             writer.log_video(path, done * self.epoch_steps)
+        if tensorboard is not None and small is not None:
+            frames, fps = small.gif_frames()
+            tensorboard.add_animation("video", frames, done * self.epoch_steps, fps)
         return path
 
     def close(self) -> None:

@@ -100,3 +100,61 @@ def test_a_negative_video_every_is_one_line(tmp_path):
     assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "rlexp: error: logger.video_every=-1 is out of range; use 0 (no videos) or N >= 1 (every N epochs)"
     ]
+
+
+def test_tensorboard_gets_each_video_as_an_animated_gif(tmp_path):
+    """With logger.tensorboard=true each recorded episode also goes to the event file as the image
+    ``video`` at the epoch's TotalEnvInteracts: an animated GIF TensorBoard's reader returns, at most 160
+    pixels a side, playing every frame of the mp4 at the env's rate (a short episode is not thinned; the
+    GIF encoder merges repeated frames into one longer one)."""
+    import io
+    import sys
+    import types
+
+    from PIL import Image
+
+    run_dir = tmp_path / "r"
+    res = run_cli(
+        f"hydra.run.dir={run_dir}",
+        "algo.epochs=2",
+        "algo.steps_per_epoch=300",
+        "logger.video_every=1",
+        "logger.tensorboard=true",
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"images": 0})
+    acc.Reload()
+    images = acc.Images("video")
+    assert [e.step for e in images] == [300, 600]  # each epoch's TotalEnvInteracts
+    for event, done in zip(images, (1, 2), strict=True):
+        gif = Image.open(io.BytesIO(event.encoded_image_string))
+        assert gif.format == "GIF" and gif.is_animated
+        assert (event.width, event.height) == gif.size == (150, 100)  # CartPole's 600 x 400, every 4th pixel
+        _, count = frames(run_dir / "videos" / f"epoch_{done:06d}.mp4")
+        durations = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            durations.append(gif.info["duration"])
+        assert sum(durations) == count * 20  # CartPole's 50 frames per second
+
+
+def test_a_long_episode_is_thinned_evenly_for_tensorboard():
+    """1,000 frames of 480 x 480: kept small (160 x 160) and thinned to at most 300 frames as it is played
+    (never more than 600 in memory), played at the episode's speed."""
+    import numpy as np
+
+    from rlexp.video import GIF_FRAMES, Thumbnails
+
+    small = Thumbnails(fps=50.0)
+    for i in range(1000):
+        small.add(np.full((480, 480, 3), i % 256, dtype=np.uint8))
+        assert len(small.frames) <= 2 * GIF_FRAMES
+    frames_, fps = small.gif_frames()
+    assert frames_[0].shape == (160, 160, 3) and len(frames_) <= GIF_FRAMES
+    kept = [int(f[0, 0, 0]) for f in frames_]
+    gaps = set(np.diff(kept) % 256)
+    assert len(gaps) == 1  # evenly spaced
+    assert fps == pytest.approx(50.0 / gaps.pop())  # the whole episode in its own time
