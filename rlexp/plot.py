@@ -10,12 +10,19 @@ Conditions. Runs are grouped into conditions by what differs between them: the k
 overrides of each job (overrides.yaml), except ``seed``, whose values (as each run's config.yaml
 resolved them) differ; keys every run shares are left out, so runs from different commands are
 named by their differences only. A config group is told apart by its preset: ``algo=dqn`` and
-``algo=rainbow`` (DQN with its extensions on, its ``name`` still ``dqn``) are two conditions, as are
-``env=CartPole-v1`` and ``env=CartPoleNoVel-v1`` (see :func:`condition_value`). A sweep over
-``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per learning rate, each the mean over its three seeds
-with a shaded band of one standard deviation (``--ci``: a bootstrap confidence interval instead). Runs
-that differ in nothing else are one condition named by their exp_name. ``--legend`` names the
+``algo=rainbow`` (DQN with its extensions on, its ``name`` still ``dqn``) are two conditions, and
+``env=CartPole-v1`` and ``env=CartPoleNoVel-v1`` two tasks (see :func:`condition_value`; Tasks below).
+A sweep over ``seed=0,1,2 algo.lr=1e-3,3e-4`` gives one curve per learning rate, each the mean over its
+three seeds with a shaded band of one standard deviation (``--ci``: a bootstrap confidence interval
+instead). Runs that differ in nothing else are one condition named by their exp_name. ``--legend`` names the
 conditions by LOGDIR instead, as in Spinning Up, in the order given.
+
+Tasks. When the runs span several tasks (envs, :func:`env_task`: ``env=CartPole-v1,Acrobot-v1``), each
+figure has one panel per task, titled by it, with its own y scale, and the env no longer splits
+conditions (``env`` and ``env.id`` are left out of the labels, and so is the task at the end of a
+default exp_name, ``ppo_CartPole-v1``): ``algo=sac`` on two envs is one condition, one colour in every
+panel, one legend below them all; the ``--table`` has a ``task`` column, a row per task and condition.
+``--no-panels`` draws every run on one axes instead, the env part of each condition, as with one task.
 
 Output. One figure per ``--value``: every logged point marked (a one-epoch run is a dot), the legend
 below the axes (long entries wrapped) and nothing cut off; PNG unless ``--output`` ends in .svg or .pdf; by default
@@ -47,6 +54,8 @@ if TYPE_CHECKING:
 
 # Override keys that tell seeds apart: runs differing only in these are one condition.
 SEED_KEYS = ("seed",)
+# Override keys that name the task: with one panel per task they do not split conditions.
+TASK_KEYS = ("env", "env.id")
 IMAGE_FORMATS = (".png", ".svg", ".pdf")
 ESTIMATORS = ("mean", "median", "min", "max")
 PERFORMANCE = "Performance"
@@ -59,6 +68,8 @@ MAX_MARKERS = 25  # a line with more points marks every n-th (the line itself sh
 WRAP = 60  # characters per line of the title and of a legend entry
 LEGEND_WIDTH = 90  # characters side by side in the legend's columns
 LEGEND_COLUMNS = 4
+PANEL_SIZE = (5.0, 3.75)  # inches of one panel (one per task), without the legend
+PANEL_COLUMNS = 3  # panels side by side; more tasks wrap onto further rows
 
 
 def wrap(text: str) -> str:
@@ -272,15 +283,29 @@ def _sort_key(label: str) -> tuple:
     return tuple(parts)
 
 
+def task_free_name(run: Run) -> str:
+    """The run's exp_name without the task it ends with: rlexp's default exp_name ``<algo.name>_<env.id>``
+    (``ppo_CartPole-v1``) gives ``ppo``, so that one algorithm's runs on several tasks are one condition;
+    any other name is kept whole."""
+    name = run.exp_name
+    env_id = _lookup(run.config, "env.id")
+    for task in dict.fromkeys([env_task(run), *([str(env_id)] if env_id is not _MISSING else [])]):
+        stem = name[: -len(task)].rstrip("_-") if name.endswith(task) else ""
+        if stem:
+            return stem
+    return name
+
+
 def label_conditions(
-    runs: list[Run], legend: list[str] | None, ignore: tuple[str, ...] = SEED_KEYS
+    runs: list[Run], legend: list[str] | None, ignore: tuple[str, ...] = SEED_KEYS, by_task: bool = False
 ) -> tuple[list[str], str | None]:
     """The condition of each run and the legend's title.
 
     With ``legend``: the entry of each run's LOGDIR. Otherwise the overrides but ``ignore`` (the seed;
-    rlexp.compare also the env) whose values (see :func:`condition_value`) differ between runs, as
-    ``key=value, key=value`` (with one such key, it is the title and the legend shows its values only);
-    none gives each run's exp_name.
+    rlexp.compare and plot's panels also the env) whose values (see :func:`condition_value`) differ
+    between runs, as ``key=value, key=value`` (with one such key, it is the title and the legend shows
+    its values only); none gives each run's exp_name, ``by_task`` (the runs are grouped by task
+    elsewhere) without the task it names (:func:`task_free_name`).
     """
     if legend:
         return [legend[r.logdir] for r in runs], None
@@ -290,9 +315,21 @@ def label_conditions(
     values = [{k: condition_value(r, k) for k in keys} for r in runs]
     varying = [k for k in keys if len({v[k][1] for v in values}) > 1]  # keys every run shares: left out
     if not varying:
-        return [r.exp_name for r in runs], None
+        return [task_free_name(r) if by_task else r.exp_name for r in runs], None
     labels = [", ".join(f"{k}={v[k][0]}" for k in varying) for v in values]
     return labels, varying[0] if len(varying) == 1 else None
+
+
+def group_runs(runs: list[Run], args: argparse.Namespace) -> tuple[list[str], str | None, list[str] | None]:
+    """The condition of each run, the legend's title, and each run's task (:func:`env_task`) when the
+    figures have one panel per task: where the runs span several tasks, unless ``--no-panels``. The
+    env then does not split conditions (``algo=sac`` on two envs is one condition, in both panels);
+    otherwise the tasks are None and the conditions are :func:`label_conditions`'s as they were."""
+    tasks = [env_task(r) for r in runs]
+    if args.no_panels or len(set(tasks)) < 2:
+        return (*label_conditions(runs, args.legend), None)
+    labels, title = label_conditions(runs, args.legend, ignore=(*SEED_KEYS, *TASK_KEYS), by_task=True)
+    return labels, title, tasks
 
 
 def select_runs(runs: list[Run], select: list[str] | None, exclude: list[str] | None) -> list[Run]:
@@ -420,38 +457,59 @@ def condition_order(labels: list[str], given: bool) -> list[str]:
 
 
 def summary_table(
-    runs: list[Run], labels: list[str], value: str, level: float, given: bool = False, last: int = SCORE_LAST
+    runs: list[Run],
+    labels: list[str],
+    value: str,
+    level: float,
+    given: bool = False,
+    last: int = SCORE_LAST,
+    tasks: list[str] | None = None,
 ) -> pd.DataFrame:
     """One row per condition (in :func:`condition_order`): the runs' scores on ``value`` (each the mean of
     its last ``last`` values, :func:`score_of`, as compare scores them) over its runs (mean, std, IQM with
-    a bootstrap CI), the number of runs, and the mean steps, wall time and steps per second."""
-    import numpy as np
+    a bootstrap CI), the number of runs, and the mean steps, wall time and steps per second.
+
+    With ``tasks`` (each run's, as the panels of :func:`group_runs`): a first column ``task`` and one row
+    per task (sorted) and condition that has runs on it, since returns of different tasks do not pool."""
     import pandas as pd
 
     per_run = pd.DataFrame(
-        [{"condition": lab, **final_values(r, value, last)} for r, lab in zip(runs, labels, strict=True)]
+        [
+            {"condition": lab, "task": task, **final_values(r, value, last)}
+            for r, lab, task in zip(runs, labels, tasks or [""] * len(runs), strict=True)
+        ]
     )
     rows = []
-    for cond in condition_order(labels, given):
-        g = per_run[per_run["condition"] == cond]
-        finals = g["score"].to_numpy()
-        iqm, low, high = iqm_ci(finals, level)
-        rows.append(
-            {
-                "condition": cond,
-                "value": value,
-                "seeds": len(g),
-                "score_mean": float(np.nanmean(finals)) if np.isfinite(finals).any() else math.nan,
-                "score_std": float(pd.Series(finals).std(ddof=1)) if len(finals) > 1 else math.nan,
-                "score_iqm": iqm,
-                "iqm_ci_low": low,
-                "iqm_ci_high": high,
-                "steps": float(g["steps"].mean()),
-                "wall_time_s": float(g["time"].mean()),
-                "steps_per_s": float(g["sps"].mean()),
-            }
-        )
+    for task in sorted(set(tasks)) if tasks is not None else [""]:
+        for cond in condition_order(labels, given):
+            g = per_run[(per_run["condition"] == cond) & (per_run["task"] == task)]
+            if len(g):
+                rows.append(
+                    ({"task": task} if tasks is not None else {}) | summary_row(cond, g, value, level)
+                )
     return pd.DataFrame(rows)
+
+
+def summary_row(cond: str, g: pd.DataFrame, value: str, level: float) -> dict[str, Any]:
+    """The row of :func:`summary_table` of condition ``cond`` from its runs' :func:`final_values` ``g``."""
+    import numpy as np
+    import pandas as pd
+
+    finals = g["score"].to_numpy()
+    iqm, low, high = iqm_ci(finals, level)
+    return {
+        "condition": cond,
+        "value": value,
+        "seeds": len(g),
+        "score_mean": float(np.nanmean(finals)) if np.isfinite(finals).any() else math.nan,
+        "score_std": float(pd.Series(finals).std(ddof=1)) if len(finals) > 1 else math.nan,
+        "score_iqm": iqm,
+        "iqm_ci_low": low,
+        "iqm_ci_high": high,
+        "steps": float(g["steps"].mean()),
+        "wall_time_s": float(g["time"].mean()),
+        "steps_per_s": float(g["sps"].mean()),
+    }
 
 
 def to_markdown(df: pd.DataFrame) -> str:
@@ -467,16 +525,27 @@ def to_markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args: argparse.Namespace) -> Any:
+def draw(
+    runs: list[Run],
+    labels: list[str],
+    title: str | None,
+    value: str,
+    args: argparse.Namespace,
+    tasks: list[str] | None = None,
+) -> Any:
     """The figure of ``value`` against ``args.xaxis``: a seaborn lineplot, one line per condition.
 
     Every logged point is marked (a one-epoch run is a dot). The legend goes below the axes, its
     entries wrapped and in columns when short, and the figure grows to hold it; the title is wrapped.
+    With ``tasks`` (each run's, :func:`group_runs`): one panel per task (sorted), PANEL_COLUMNS side by
+    side and wrapping onto further rows, each titled by its task with its own y scale; a condition has
+    one colour in every panel, the one legend below them all, the experiments' names above them.
     """
     import matplotlib.pyplot as plt
     import pandas as pd
     import seaborn as sns
 
+    task_of = tasks if tasks is not None else [""] * len(runs)
     frames = []
     for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
         # epochs without the value (no evaluation with algo.test_every > 1) are left out, not smoothed in
@@ -485,54 +554,73 @@ def draw(runs: list[Run], labels: list[str], title: str | None, value: str, args
         shown = label.split("=", 1)[1] if title else label  # the title names the one key
         df["Condition"] = f"{shown}-{i}" if args.count else shown
         df["Run"] = i
+        df["Task"] = task_of[i]
         frames.append(df)
     data = pd.concat(frames, ignore_index=True)
     hue_order = condition_order(data["Condition"].tolist(), given=bool(args.legend))
     errorbar = None if args.count else (("ci", args.ci) if args.ci is not None else "sd")
-    points = max(len(run.progress) for run in runs)
     sns.set_theme(style="darkgrid", font_scale=1.2)
     plt.rcParams["text.parse_math"] = False  # names and labels are text: a '$' in exp_name is a dollar sign
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
-    sns.lineplot(
-        data=data,
-        x=args.xaxis,
-        y=value,
-        hue="Condition",
-        hue_order=hue_order,
-        estimator=args.est,
-        errorbar=errorbar,
-        n_boot=BOOTSTRAP_SAMPLES,
-        seed=0,
-        ax=ax,
-        marker="o",
-        markersize=6 if points <= MAX_MARKERS else 4,
-        markevery=math.ceil(points / MAX_MARKERS),
-    )
+    panels = sorted(set(task_of))
+    columns = min(PANEL_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    size = FIGSIZE if tasks is None else (PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows)
+    fig, grid = plt.subplots(rows, columns, figsize=size, layout="constrained", squeeze=False)
+    for ax in grid.flat[len(panels) :]:  # the unused places of the last row
+        fig.delaxes(ax)
     sources = {r.performance_of for r in runs}
-    if value == PERFORMANCE and len(sources) == 1:
-        ax.set_ylabel(f"{PERFORMANCE} ({sources.pop()})")
-    names = sorted({r.exp_name for r in runs})
-    ax.set_title(wrap(", ".join(names) if len(names) <= 3 else f"{len(names)} experiments"))
-    if data[args.xaxis].max() > 5e3:  # Spinning Up's scientific notation for large step counts
-        ax.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
-    legend = ax.get_legend()
+    for k, (task, ax) in enumerate(zip(panels, grid.flat, strict=False)):
+        points = max(len(r.progress) for r, t in zip(runs, task_of, strict=True) if t == task)
+        sns.lineplot(
+            data=data[data["Task"] == task],
+            x=args.xaxis,
+            y=value,
+            hue="Condition",
+            hue_order=hue_order,  # every condition, in every panel: the same colours everywhere
+            estimator=args.est,
+            errorbar=errorbar,
+            n_boot=BOOTSTRAP_SAMPLES,
+            seed=0,
+            ax=ax,
+            marker="o",
+            markersize=6 if points <= MAX_MARKERS else 4,
+            markevery=math.ceil(points / MAX_MARKERS),
+            legend="auto" if k == 0 else False,
+        )
+        if value == PERFORMANCE and len(sources) == 1:
+            ax.set_ylabel(f"{PERFORMANCE} ({next(iter(sources))})")
+        if data.loc[data["Task"] == task, args.xaxis].max() > 5e3:  # Spinning Up's notation for many steps
+            ax.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
+        if tasks is not None:
+            ax.set_title(wrap(task))
+            if k % columns:  # the y label on the first column, the x label where no panel is below
+                ax.set_ylabel("")
+            if k + columns < len(panels):
+                ax.set_xlabel("")
+    names = sorted({task_free_name(r) if tasks is not None else r.exp_name for r in runs})
+    heading = wrap(", ".join(names) if len(names) <= 3 else f"{len(names)} experiments")
+    if tasks is None:
+        grid[0, 0].set_title(heading)
+    else:
+        fig.suptitle(heading)
+    legend = grid[0, 0].get_legend()
     if legend is not None:  # seaborn's, inside the axes: moved below them
         handles, texts = legend.legend_handles, [wrap(t.get_text()) for t in legend.get_texts()]
         legend.remove()
         widest = max(len(line) for text in texts for line in text.splitlines())
-        columns = max(1, min(len(texts), LEGEND_COLUMNS, LEGEND_WIDTH // (widest + 6)))
+        ncol = max(1, min(len(texts), LEGEND_COLUMNS, LEGEND_WIDTH // (widest + 6)))
         below = fig.legend(
             handles,
             texts,
             loc="outside lower center",
-            ncol=columns,
+            ncol=ncol,
             title=title,
             fontsize="medium" if widest <= 20 else "small",
             frameon=False,
         )
         fig.draw_without_rendering()
         height = below.get_window_extent().height / fig.dpi
-        fig.set_size_inches(FIGSIZE[0], FIGSIZE[1] + height)  # the axes keep their height
+        fig.set_size_inches(size[0], size[1] + height)  # the axes keep their height
     return fig
 
 
@@ -551,7 +639,7 @@ def plot(args: argparse.Namespace) -> None:
         raise RLExpError(f"every progress.txt under {' '.join(args.logdir)} is empty (no epoch finished yet)")
     runs = select_runs(runs, args.select, args.exclude)
     check_columns(runs, [args.xaxis, *args.value])
-    labels, title = label_conditions(runs, args.legend)
+    labels, title, tasks = group_runs(runs, args)
 
     base = default_dir(args.logdir, runs)
     n = len(args.value)
@@ -575,10 +663,10 @@ def plot(args: argparse.Namespace) -> None:
                 raise RLExpError(f"{path} already exists; pass --force to replace it, or choose another path")
 
     print("Plotting from:")
-    for run, label in zip(runs, labels, strict=True):
-        print(f"  {run.path}  [{label}]")
+    for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        print(f"  {run.path}  [{label}]" + (f"  ({tasks[i]})" if tasks is not None else ""))
     for value in args.value:
-        fig = draw(runs, labels, title, value, args)
+        fig = draw(runs, labels, title, value, args, tasks)
         buf = io.BytesIO()
         # tight: the saved image takes in everything drawn, a legend or title wider than the figure too
         fig.savefig(
@@ -590,11 +678,13 @@ def plot(args: argparse.Namespace) -> None:
             plt.close(fig)
         if value in tables:
             level = args.ci if args.ci is not None else 95.0
-            df = summary_table(runs, labels, value, level, given=bool(args.legend), last=args.last)
+            df = summary_table(
+                runs, labels, value, level, given=bool(args.legend), last=args.last, tasks=tasks
+            )
             shortest = min(int(r.progress[value].notna().sum()) for r in runs)
             print(
-                f"\n{value} per condition (a run's score: the {score_words(args.last, shortest)}; IQM with a "
-                f"{level:g}% bootstrap CI):"
+                f"\n{value} per {'task and ' * (tasks is not None)}condition (a run's score: the "
+                f"{score_words(args.last, shortest)}; IQM with a {level:g}% bootstrap CI):"
             )
             print(to_markdown(df) + "\n")
             atomic_write_text(tables[value], df.to_csv(index=False), exclusive=not args.force)
@@ -633,6 +723,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--count", action="store_true", help="one curve per run instead of one per condition (no band)"
+    )
+    parser.add_argument(
+        "--no-panels",
+        action="store_true",
+        help="runs on several tasks (envs): draw them all on one axes, the env a part of each condition "
+        "(default: one panel per task, conditions without the env, the --table a row per task and condition)",
     )
     parser.add_argument(
         "--smooth", "-s", type=int, default=1, help="moving-average window in epochs, per run (1: none)"

@@ -347,6 +347,166 @@ def test_plot_long_labels_keep_the_legend_off_the_axes_and_the_title_whole(tmp_p
     plt.close(fig)
 
 
+# Issue 72: a sweep over envs, one panel per task. Returns of each (algo, env), the same for both seeds.
+TASK_RETURNS = {
+    ("dqn", "CartPole-v1"): [100.0, 200.0, 300.0],
+    ("ppo", "CartPole-v1"): [10.0, 20.0, 30.0],
+    ("dqn", "Acrobot-v1"): [-200.0, -100.0, -50.0],
+    ("ppo", "Acrobot-v1"): [-500.0, -400.0, -300.0],
+}
+
+
+def write_task_runs(root: Path, algos: tuple[str, ...] = ("dqn", "ppo")) -> None:
+    """Runs of ``algos`` on CartPole-v1 and Acrobot-v1, two seeds each, as a sweep over both writes them
+    (exp_name as rlexp's default, ``<algo>_<env>``)."""
+    for (algo, env), returns in TASK_RETURNS.items():
+        if algo not in algos:
+            continue
+        config = f"exp_name: {algo}_{env}\nalgo:\n  name: {algo}\nenv:\n  id: {env}\n  wrappers: []\n"
+        for seed in (0, 1):
+            overrides = (
+                [f"algo={algo}", f"env={env}", f"seed={seed}"]
+                if len(algos) > 1
+                else [f"env={env}", f"seed={seed}"]
+            )
+            write_run(root / f"{algo}_{env}_{seed}", overrides, returns, 1.0, config)
+
+
+def panelled(*argv: str) -> tuple[Any, list[str], list[str], str]:
+    """The figure rlexp.plot draws for ``argv`` (its first value), each run's condition, and the entries
+    and title of the one legend (below the panels, none inside them)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rlexp import plot
+
+    args = plot.build_parser().parse_args(list(argv))
+    runs = [r for r in (plot.read_run(p, i) for p, i in plot.find_runs(args.logdir)) if r is not None]
+    runs = plot.select_runs(runs, args.select, args.exclude)
+    labels, title, tasks = plot.group_runs(runs, args)
+    fig = plot.draw(runs, labels, title, args.value[0], args, tasks)
+    assert not [ax for ax in fig.axes if ax.get_legend() is not None] and len(fig.legends) == 1
+    legend = fig.legends[0]
+    return fig, labels, [t.get_text() for t in legend.get_texts()], legend.get_title().get_text()
+
+
+def is_panel_png(path: Path) -> bool:
+    """A PNG of plot's figure of two panels side by side at 150 dpi, the legend below them."""
+    width, height = png_size(path)
+    return 1400 <= width <= 1600 and 550 <= height <= 800
+
+
+def data_lines(ax: Any) -> list[Any]:
+    """The lines of ``ax`` that draw data (seaborn also adds empty ones for its legend)."""
+    return [line for line in ax.get_lines() if len(line.get_xdata()) > 0]
+
+
+def test_plot_of_runs_on_two_envs_has_one_panel_per_task_and_a_condition_one_colour(tmp_path):
+    """Issue 72: two algos on two envs: one panel per task, titled by it, with its own y scale; the env
+    does not split conditions (algo=ppo is one condition, drawn in both panels in one colour); one
+    legend below the panels. --no-panels draws everything on one axes as before, the env in the labels."""
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+
+    write_task_runs(tmp_path / "sweep")
+    fig, labels, entries, title = panelled(str(tmp_path / "sweep"))
+    assert sorted(set(labels)) == ["algo=dqn", "algo=ppo"] and entries == ["dqn", "ppo"] and title == "algo"
+    panels = [ax for ax in fig.axes if data_lines(ax)]
+    assert len(fig.axes) == len(panels) == 2
+    assert [ax.get_title() for ax in panels] == ["Acrobot-v1", "CartPole-v1"]
+    colour: dict[tuple[str, str], str] = {}
+    for ax in panels:
+        lines = data_lines(ax)
+        assert len(lines) == 2, [line.get_ydata() for line in lines]
+        for line in lines:  # which condition: the returns it draws (both seeds alike: the mean is them)
+            (algo,) = [
+                a
+                for (a, env), r in TASK_RETURNS.items()
+                if env == ax.get_title() and list(line.get_ydata()) == r
+            ]
+            colour[algo, ax.get_title()] = mcolors.to_hex(line.get_color())
+        low, high = ax.get_ylim()  # its own scale: CartPole's 10 to 300 without Acrobot's -500 to -50
+        assert (low > -50) if ax.get_title() == "CartPole-v1" else (high < 10), (ax.get_title(), low, high)
+    assert colour["dqn", "Acrobot-v1"] == colour["dqn", "CartPole-v1"] != colour["ppo", "CartPole-v1"]
+    assert colour["ppo", "Acrobot-v1"] == colour["ppo", "CartPole-v1"]
+    handles = {
+        t.get_text(): mcolors.to_hex(h.get_color())
+        for t, h in zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles, strict=True)
+    }
+    assert handles == {"dqn": colour["dqn", "CartPole-v1"], "ppo": colour["ppo", "CartPole-v1"]}
+    plt.close(fig)
+
+    fig, labels, entries, _ = panelled(str(tmp_path / "sweep"), "--no-panels")
+    assert len(fig.axes) == 1 and len(data_lines(fig.axes[0])) == 4
+    assert entries == [f"algo={a}, env={e}" for a in ("dqn", "ppo") for e in ("Acrobot-v1", "CartPole-v1")]
+    plt.close(fig)
+
+    fig, _, entries, _ = panelled(str(tmp_path / "sweep"), "--select", "CartPole", "--count")  # one task
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "dqn_CartPole-v1, ppo_CartPole-v1"
+    assert entries == ["dqn-0", "dqn-1", "ppo-2", "ppo-3"] and len(data_lines(fig.axes[0])) == 4
+    plt.close(fig)
+
+
+def test_plot_panels_wrap_and_one_algo_on_several_envs_is_one_condition(tmp_path):
+    """One algo swept over envs: its runs' default exp_names (ppo_CartPole-v1, ppo_Acrobot-v1) name one
+    condition, ppo, in every panel; --count gives each run its colour; four tasks wrap onto two rows of
+    three panels."""
+    import matplotlib.pyplot as plt
+
+    write_task_runs(tmp_path / "sweep", algos=("ppo",))
+    fig, labels, entries, _ = panelled(str(tmp_path / "sweep"))
+    assert set(labels) == {"ppo"} and entries == ["ppo"]
+    panels = [ax for ax in fig.axes if data_lines(ax)]
+    assert len(panels) == 2 and all(len(data_lines(ax)) == 1 for ax in panels)
+    assert data_lines(panels[0])[0].get_color() == data_lines(panels[1])[0].get_color()
+    plt.close(fig)
+    fig, _, entries, _ = panelled(str(tmp_path / "sweep"), "--count")
+    assert len(entries) == 4 and [len(data_lines(ax)) for ax in fig.axes] == [2, 2]
+    plt.close(fig)
+
+    for env in ("Pendulum-v1", "MountainCar-v0"):
+        config = f"exp_name: ppo_{env}\nalgo:\n  name: ppo\nenv:\n  id: {env}\n  wrappers: []\n"
+        write_run(tmp_path / "sweep" / env, [f"env={env}", "seed=0"], [1.0, 2.0], 1.0, config)
+    fig, _, _, _ = panelled(str(tmp_path / "sweep"))
+    titles = ["Acrobot-v1", "CartPole-v1", "MountainCar-v0", "Pendulum-v1"]
+    assert [ax.get_title() for ax in fig.axes] == titles
+    rows = [ax.get_subplotspec().rowspan.start for ax in fig.axes]
+    columns = [ax.get_subplotspec().colspan.start for ax in fig.axes]
+    assert rows == [0, 0, 0, 1] and columns == [0, 1, 2, 0]
+    plt.close(fig)
+
+
+def test_plot_table_of_runs_on_two_envs_has_a_row_per_task_and_condition(tmp_path):
+    """--table with several tasks: a task column, one row per task and condition (per --value); the
+    figure of each value is written. One task: the table as before, no task column."""
+    write_task_runs(tmp_path / "sweep")
+    res = run_cli(
+        str(tmp_path / "sweep"), "-y", "Performance", "AverageEpRet", "--table", str(tmp_path / "t.csv"),
+        "-o", str(tmp_path / "p.png"), "--last", "1", module="rlexp.plot",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert is_panel_png(tmp_path / "p_Performance.png") and is_panel_png(tmp_path / "p_AverageEpRet.png")
+    for value, offset in (("Performance", 0.0), ("AverageEpRet", -50.0)):
+        table = pd.read_csv(tmp_path / f"t_{value}.csv")
+        assert list(table.columns[:3]) == ["task", "condition", "value"]
+        pairs = list(zip(table["task"], table["condition"], strict=True))
+        assert pairs == [(t, f"algo={a}") for t in ("Acrobot-v1", "CartPole-v1") for a in ("dqn", "ppo")]
+        for task, cond, score, seeds in zip(
+            table["task"], table["condition"], table["score_mean"], table["seeds"], strict=True
+        ):
+            assert seeds == 2 and score == pytest.approx(TASK_RETURNS[cond[5:], task][-1] + offset)
+    assert "| task | condition | value |" in res.stdout
+
+    res = run_cli(
+        str(tmp_path / "sweep"), "--select", "Acrobot", "--table", str(tmp_path / "one.csv"),
+        "-o", str(tmp_path / "one.png"), module="rlexp.plot",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert is_figure_png(tmp_path / "one.png")
+    assert pd.read_csv(tmp_path / "one.csv")["condition"].tolist() == ["algo=dqn", "algo=ppo"]
+    assert "task" not in pd.read_csv(tmp_path / "one.csv").columns
+
+
 ISOLATED_TEST_POLICY = """
 import sys
 from rlexp.test_policy import main
