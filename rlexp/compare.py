@@ -47,6 +47,7 @@ from rlexp.plot import (
     PERFORMANCE,
     SCORE_LAST,
     SEED_KEYS,
+    TASK_KEYS,
     Run,
     check_columns,
     condition_order,
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
 # The aggregate metrics, in rliable's names, and what each says
 METRICS = ("IQM", "Median", "Mean", "Optimality Gap")
 FORMATS = ("png", "svg", "pdf")
-TASK_KEYS = ("env", "env.id")  # overrides that name the task, not the condition
 PAIR = " | "  # between the two conditions of a probability of improvement (labels hold commas)
 
 
@@ -391,7 +391,9 @@ def compare(args: argparse.Namespace) -> Path:
     if not runs:
         raise RLExpError(f"no run under {' '.join(args.logdir)} has logged an epoch yet")
     runs = select_runs(runs, args.select, args.exclude)
-    labels, _ = label_conditions(runs, args.legend, ignore=(*SEED_KEYS, *TASK_KEYS))  # the env: the task axis
+    labels, _ = label_conditions(
+        runs, args.legend, ignore=(*SEED_KEYS, *TASK_KEYS), by_task=True
+    )  # env: the task axis
     comp = build(runs, labels, args, given=bool(args.legend))
     pairs = parse_pairs(args.pairs, comp.conditions)
     level = args.ci

@@ -344,10 +344,12 @@ def select_runs(runs: list[Run], select: list[str] | None, exclude: list[str] | 
         if all(s in text(r) for s in select or []) and not any(s in text(r) for s in exclude or [])
     ]
     if not kept:
-        raise RLExpError(
-            f"no run matches --select {' '.join(select or [])} --exclude {' '.join(exclude or [])} "
-            f"(of {len(runs)} runs found)"
-        )
+        given = [
+            f"--{name} {' '.join(values)}"
+            for name, values in (("select", select), ("exclude", exclude))
+            if values
+        ]
+        raise RLExpError(f"no run matches {' '.join(given)} (of {len(runs)} runs found)")
     return kept
 
 

@@ -204,11 +204,12 @@ def test_table_numbers_from_synthetic_progress(tmp_path):
         (["{tmp}/empty"], "no runs (directories holding a progress.txt) found under: {tmp}/empty"),
         (["{sweep}", "-y", "Nope"], "column 'Nope' is not in"),
         (["{sweep}", "-o", "{tmp}/x.gif"], "unknown image type '.gif'; use one of: .png, .svg, .pdf"),
-        (["{sweep}", "--select", "zzz"], "no run matches --select zzz"),
+        (["{sweep}", "--select", "zzz"], "no run matches --select zzz (of 1 runs found)"),
+        (["{sweep}", "--exclude", "sweep"], "no run matches --exclude sweep (of 1 runs found)"),
         (["{sweep}", "--smooth", "0"], "--smooth 0 is out of range"),
         (["{sweep}", "--est", "mode"], "argument --est: invalid choice: 'mode'"),
     ],
-    ids=["no-runs", "unknown-column", "image-type", "select", "smooth", "bad-option"],
+    ids=["no-runs", "unknown-column", "image-type", "select", "exclude", "smooth", "bad-option"],
 )
 def test_plot_bad_input_is_one_line(tmp_path, args, fragment):
     write_run(tmp_path / "sweep" / "a", ["seed=0"], [1.0, 2.0], 1.0)

@@ -169,7 +169,7 @@ def test_the_learning_benchmarks_table_comes_out_of_compare_with_the_same_number
     )
     assert res.returncode == 0, res.stderr[-2000:]
     md = (tmp_path / "cmp" / "compare.md").read_text()
-    row = next(line for line in md.splitlines() if line.startswith("| sac_Pendulum-v1 |"))
+    row = next(line for line in md.splitlines() if line.startswith("| sac |"))  # exp_name less its task
     median = float(row.split("|")[2].split("(")[0].replace(",", ""))
     assert median == pytest.approx(float(np.median(tests)), abs=0.05)  # the table shows one decimal
 
@@ -276,7 +276,7 @@ def test_the_task_of_a_family_preset_is_its_env_id(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     md = (tmp_path / "out" / "compare.md").read_text()
     assert "| condition | MinAtar/Breakout-v1 |" in md, md
-    iqm = read_csv(tmp_path / "out")["estimate"]["dqn_MinAtar/Breakout-v1", "IQM"]
+    iqm = read_csv(tmp_path / "out")["estimate"]["dqn", "IQM"]  # the condition: exp_name less its task
     assert iqm == pytest.approx((5.5 - 0.4) / (10.0 - 0.4))  # conf/scores.yaml: random 0.4, reference 10
     res = compare(str(runs), "--last", "1", "--select", "novel", "--out", str(tmp_path / "out2"))
     assert res.returncode == 0, res.stderr[-2000:]
@@ -359,3 +359,17 @@ def test_plot_table_and_compare_score_a_run_alike_and_say_how(tmp_path):
         assert (
             f"| algo.lr={cond} | {np.median(scores):,.1f} ({min(scores):,.1f} to {max(scores):,.1f}) |" in md
         )
+
+
+def test_one_algorithm_on_several_envs_is_one_condition(tmp_path):
+    """A sweep over envs alone (``algo=ppo env=CartPole-v1,Acrobot-v1 seed=0,1``): the default exp_names
+    (``ppo_CartPole-v1``, ``ppo_Acrobot-v1``) name the task, not the condition, so the runs are one
+    condition, ``ppo``, scored on both tasks (it was refused: every condition needs runs on every env)."""
+    runs = tmp_path / "runs"
+    for env, final in (("CartPole-v1", 500.0), ("Acrobot-v1", -100.0)):
+        config = f"exp_name: ppo_{env}\nalgo:\n  name: ppo\nenv:\n  id: {env}\n  wrappers: []\n"
+        for seed in range(2):
+            write_preset_run(runs, f"{env}_{seed}", [f"env={env}", f"seed={seed}"], config, final)
+    res = compare(str(runs), "--last", "1", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert conditions(tmp_path / "out") == ["ppo"]
