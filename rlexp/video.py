@@ -202,8 +202,7 @@ class TrainingVideo:
 
         env, learner = self.env, self.learner
         path = video_path(self.run_dir, done)
-        tensorboard = self.logger.tb_writer
-        small = Thumbnails(self.fps) if tensorboard is not None else None
+        small = Thumbnails(self.fps) if self.logger.tb_writer is not None else None  # TensorBoard's GIF
 
         def add(frame: Any) -> None:
             video.add(frame)
@@ -232,9 +231,9 @@ class TrainingVideo:
         writer = self.logger.wandb_writer
         if writer is not None:
             writer.log_video(path, done * self.epoch_steps)
-        if tensorboard is not None and small is not None:
+        if small is not None and self.logger.tb_writer is not None:
             frames, fps = small.gif_frames()
-            tensorboard.add_animation("video", frames, done * self.epoch_steps, fps)
+            self.logger.tb_writer.add_animation("video", frames, done * self.epoch_steps, fps)
         return path
 
     def close(self) -> None:
