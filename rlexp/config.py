@@ -294,7 +294,8 @@ def _add_later_group_keys(raw: DictConfig) -> None:
     each missing key takes the value of the preset that introduced it, which keeps the old behaviour
     (the env pipeline from conf/config.yaml: no wrappers, no normalisation; the network's memory from
     there too: none; an algorithm's new keys from its conf/algo/ preset: all off; tuned: none;
-    comm.nodes etc.: one node)."""
+    comm.nodes etc.: one node; a backend's from its conf/backend/ preset: TF's compile_bursts, which
+    changes no number)."""
     conf = Path(CONF_DIR)
     sources = {
         "env": OmegaConf.load(conf / "config.yaml").get("env"),
@@ -302,10 +303,11 @@ def _add_later_group_keys(raw: DictConfig) -> None:
         "comm": OmegaConf.load(conf / "comm" / "mpi.yaml"),
         "network": OmegaConf.load(conf / "config.yaml").get("network"),
     }
-    algo = raw.get("algo")
-    preset = conf / "algo" / f"{algo.get('name')}.yaml" if isinstance(algo, DictConfig) else None
-    if preset is not None and preset.is_file():  # a plugin's algorithm: its own presets, not filled here
-        sources["algo"] = OmegaConf.load(preset)
+    for group in ("algo", "backend"):  # the chosen preset's file: an algorithm's, a backend's
+        node = raw.get(group)
+        preset = conf / group / f"{node.get('name')}.yaml" if isinstance(node, DictConfig) else None
+        if preset is not None and preset.is_file():  # a plugin's algorithm: its own presets, not filled here
+            sources[group] = OmegaConf.load(preset)
     for group, source in sources.items():
         if group not in raw:
             raw[group] = {}

@@ -148,6 +148,7 @@ class TFBackendConfig(BackendConfig):
     """TensorFlow 2 (``conf/backend/tf.yaml``): update steps compiled by tf.function, optionally by XLA."""
 
     jit_compile: bool = MISSING
+    compile_bursts: bool = MISSING
     quiet: bool = MISSING
 
 

@@ -207,6 +207,39 @@ def test_epsilon_falls_linearly_and_the_target_follows_every_target_update_every
     assert fresh.steps == 300 and fresh.epsilon == lrn.epsilon
 
 
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_a_target_copy_is_skipped_when_no_gradient_step_was_taken_since_the_last(backend, monkeypatch):
+    """The zoo's CartPole preset copies every 10 env steps and learns every 256: 25 of 26 copies would
+    copy what the target holds already. They are skipped; a soft (polyak) update never is, and the
+    first crossing after a load copies (the loaded target is not known to be the online network)."""
+    lrn = learner(backend, "algo.target_update_every=10")
+    copies = []
+    real = lrn.update_target
+    monkeypatch.setattr(lrn, "update_target", lambda: copies.append(lrn.n_updates) or real())
+    lrn.advance(0)
+    lrn.advance(10)  # no gradient step yet: the target started as a copy
+    lrn.update(batch_of())
+    lrn.advance(20)
+    lrn.advance(30)
+    lrn.update(batch_of())
+    lrn.advance(40)
+    assert copies == [1, 2]
+    state = lrn.state_dict()
+    resumed = learner(backend, "algo.target_update_every=10")
+    resumed.load_state_dict(state)
+    calls = []
+    monkeypatch.setattr(resumed, "update_target", lambda: calls.append(1))
+    resumed.advance(50)
+    resumed.advance(60)  # a copy made: none again until a gradient step
+    assert calls == [1]
+    soft = learner(backend, "algo.target_update_every=10", "algo.polyak=0.9")
+    calls = []
+    monkeypatch.setattr(soft, "update_target", lambda: calls.append(1))
+    for steps in (0, 10, 20):
+        soft.advance(steps)
+    assert calls == [1, 1]
+
+
 def test_beta_reaches_1_at_the_end_of_the_run_or_after_per_beta_steps():
     """By default beta is annealed over the whole run (epochs x steps_per_epoch env steps), so a short
     tuned budget ends at 1 as the PER paper's; per_beta_steps sets another span."""

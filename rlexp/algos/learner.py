@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -268,6 +269,14 @@ class OffPolicyLearner(Learner):
         self.n_updates += 1
         self.refresh()
         return self.to_numpy(stats)
+
+    def update_burst(self, sample: Callable[[], Batch], steps: int) -> list[Stats]:
+        """``steps`` gradient steps in a row (one burst of the off-policy loop), each on the next minibatch
+        that ``sample()`` draws (numpy; minibatches that do not depend on the steps before them, i.e.
+        not prioritized); the statistics of each step. Here one :meth:`update` per minibatch; a backend
+        may draw several up front and run their steps as one compiled call (TensorFlow's
+        ``backend.compile_bursts``), which gives the same numbers."""
+        return [self.update(sample()) for _ in range(steps)]
 
     def compute_update(self, batch: Batch, policy_step: bool) -> Stats:
         """Run :meth:`update_networks` (TensorFlow: its compiled graph)."""

@@ -256,13 +256,18 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
                 )
                 beta = algo.beta(t * size)  # prioritized replay's importance-sampling exponent
                 with timer.phase("update"):
-                    for _ in range(steps):
-                        batch = replay.sample_batch(batch_size, rng, beta)
-                        indices = batch.pop("indices", None)
-                        stats = learner.update(normalized(batch, norm))
-                        if indices is not None:  # prioritized replay: the learner's new priorities
-                            replay.update_priorities(indices, stats.pop("Priority"))
-                        logger.store(**stats)
+                    if beta is None:  # uniform replay: the burst's minibatches do not depend on its steps
+                        sample = lambda: normalized(replay.sample_batch(batch_size, rng), norm)  # noqa: E731
+                        for stats in learner.update_burst(sample, steps):
+                            logger.store(**stats)
+                    else:
+                        for _ in range(steps):
+                            batch = replay.sample_batch(batch_size, rng, beta)
+                            indices = batch.pop("indices", None)
+                            stats = learner.update(normalized(batch, norm))
+                            if indices is not None:  # prioritized replay: the learner's new priorities
+                                replay.update_priorities(indices, stats.pop("Priority"))
+                            logger.store(**stats)
 
         book.evaluation.test(epoch)
 

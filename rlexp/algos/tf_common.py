@@ -319,15 +319,70 @@ class OffPolicyTFLearner(OffPolicyLearner, TFLearner):
     """What DDPG, TD3 and SAC share in TensorFlow: targets, the polyak average and the compiled update.
 
     Each gradient step is one compiled call of the algorithm's :meth:`update_networks` (traced once
-    per value of ``policy_step``). Acting runs in numpy on a copy of the policy's weights, or through
-    a compiled TF function for CNN networks.
+    per value of ``policy_step``); with ``backend.compile_bursts`` the steps of one burst of the loop
+    are one compiled call (:meth:`update_burst`). Acting runs in numpy on a copy of the policy's
+    weights, or through a compiled TF function for CNN networks.
     """
+
+    #: the most bytes of minibatches that one compiled burst stacks (a longer burst is several calls)
+    BURST_BYTES = 64 << 20
 
     def __init__(
         self, obs_space: spaces.Box, act_space: spaces.Box, cfg: RLExpConfig, seeds: RankSeeds
     ) -> None:
         super().__init__(obs_space, act_space, cfg, seeds)
         self._update = self.function(self.update_networks)
+        self._burst = self.function(self._burst_graph)
+
+    @property
+    def compiles_bursts(self) -> bool:
+        """Whether :meth:`update_burst` runs a burst as one compiled call: ``backend.compile_bursts``, for
+        algorithms whose every step is the same graph (no policy delay: TD3 and CrossQ take one call
+        per step) and whose update does nothing outside it (CrossQ's averaging over ranks)."""
+        return (
+            self.cfg.backend.compile_bursts
+            and self.policy_delay == 1
+            and type(self).compute_update is OffPolicyTFLearner.compute_update
+        )
+
+    def update_burst(self, sample: Callable[[], Batch], steps: int) -> list[Stats]:
+        """With :attr:`compiles_bursts`, the burst's minibatches drawn up front (in the order the eager
+        loop draws them, up to :attr:`BURST_BYTES` at a time) and stacked, their steps run by one
+        compiled loop (:meth:`_burst_graph`): the per-call costs of TF (argument conversion, the
+        function's dispatch, reading the statistics back) are paid once per burst, not once per step.
+        The same ops on the same values as the eager loop: the same numbers."""
+        if not self.compiles_bursts or steps < 2:
+            return super().update_burst(sample, steps)
+        out: list[Stats] = []
+        while len(out) < steps:
+            first = sample()
+            size = sum(np.asarray(v).nbytes for v in first.values())
+            batches = [first] + [sample() for _ in range(min(steps - len(out), self.BURST_BYTES // size) - 1)]
+            if len(batches) == 1:
+                out.append(self.update(first))
+                continue
+            stacked = self.tensors({k: np.stack([b[k] for b in batches]) for k in first})
+            stats = {k: v.numpy() for k, v in self._burst(stacked).items()}
+            self.n_updates += len(batches)
+            out += [
+                {k: (v[i] if v.ndim > 1 else float(v[i])) for k, v in stats.items()}
+                for i in range(len(batches))
+            ]
+        self.refresh()
+        return out
+
+    def _burst_graph(self, batches: Batch) -> Stats:
+        """:meth:`update_networks` on each minibatch of ``batches`` (stacked on a first axis), in order,
+        in one graph; its statistics stacked the same way."""
+        n = tf.shape(batches["obs"])[0]
+        stats = self.update_networks({k: v[0] for k, v in batches.items()}, True)
+        arrays = {
+            k: tf.TensorArray(v.dtype, size=n, element_shape=v.shape).write(0, v) for k, v in stats.items()
+        }
+        for i in tf.range(1, n):
+            stats = self.update_networks({k: v[i] for k, v in batches.items()}, True)
+            arrays = {k: arrays[k].write(i, v) for k, v in stats.items()}
+        return {k: a.stack() for k, a in arrays.items()}
 
     def net_kwargs(self) -> dict[str, Any]:
         net = self.cfg.network

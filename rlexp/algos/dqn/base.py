@@ -29,6 +29,9 @@ class DQNLearnerBase(OffPolicyLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.n_actions = int(act_space.n)
         self.steps: int | None = None  # env steps of all ranks at the last advance()
+        #: the gradient steps taken when the target network was last set to a copy of the online one
+        #: (it starts as one; None: not known to be one, after a load or a polyak average)
+        self.copied_at: int | None = 0
         self.epsilon = self.algo.epsilon(0)
         #: C51's atoms (float64; None for the other heads)
         self.support_values: np.ndarray | None = self.algo.support()
@@ -87,10 +90,15 @@ class DQNLearnerBase(OffPolicyLearner):
     def advance(self, steps: int) -> None:
         """Epsilon (and an annealed learning rate) for ``steps`` env steps (all ranks); a target update
         each time ``steps`` passes a multiple of ``target_update_every`` (the first call only sets the
-        count)."""
+        count). A copy (``polyak = 0``) is skipped when no gradient step was taken since the last one:
+        the target is the online network already (the zoo's CartPole preset copies every 10 env steps
+        and takes its gradient steps every 256)."""
         every = self.algo.target_update_every
         if self.steps is not None and steps // every != self.steps // every:
-            self.update_target()
+            copy = self.algo.polyak == 0.0
+            if not (copy and self.copied_at == self.n_updates):
+                self.update_target()
+                self.copied_at = self.n_updates if copy else None
         self.steps = steps
         self.epsilon = self.algo.epsilon(steps)
         if self.algo.anneal_lr:
@@ -114,4 +122,5 @@ class DQNLearnerBase(OffPolicyLearner):
         super().load_extra_state(state)
         steps = int(state["steps"])
         self.steps = None if steps < 0 else steps
+        self.copied_at = None  # the next target update copies
         self.epsilon = self.algo.epsilon(max(steps, 0))
