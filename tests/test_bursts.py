@@ -137,3 +137,13 @@ def test_a_tf_run_from_before_compile_bursts_reads_with_it(tmp_path):
     del saved["backend"]["compile_bursts"]
     (run / "config.yaml").write_text(yaml.safe_dump(saved))
     assert load_run_config(run).backend.compile_bursts is True
+
+
+@pytest.mark.mpi
+def test_with_two_ranks_a_compiled_burst_averages_each_steps_gradients_as_before(tmp_path):
+    """With MPI every rank runs the compiled loop; each step's allreduce is inside it, in order: the
+    run is the run of one call per step."""
+    args = ("algo=sac", "backend=tf", *OFF_POLICY, "algo.epochs=2", "comm.procs=2")
+    train(tmp_path / "compiled", *args)
+    train(tmp_path / "eager", *args, "backend.compile_bursts=false")
+    assert_same_run(tmp_path / "compiled", tmp_path / "eager")
