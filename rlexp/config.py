@@ -289,13 +289,17 @@ def _add_value_target_key(raw: DictConfig) -> None:
         algo.value_target = "rewards_to_go"
 
 
+# keys whose preset value changes a run's numbers: what a run saved before the key existed did instead
+OLD_VALUES = {("backend", "flush_denormal"): False}
+
+
 def _add_later_group_keys(raw: DictConfig) -> None:
     """A run from before keys were added to the env, algo, tuned and comm groups trains on as it did:
     each missing key takes the value of the preset that introduced it, which keeps the old behaviour
     (the env pipeline from conf/config.yaml: no wrappers, no normalisation; the network's memory from
     there too: none; an algorithm's new keys from its conf/algo/ preset: all off; tuned: none;
     comm.nodes etc.: one node; a backend's from its conf/backend/ preset: TF's compile_bursts, which
-    changes no number)."""
+    changes no number; but torch's flush_denormal, which changes numbers, off as it was)."""
     conf = Path(CONF_DIR)
     sources = {
         "env": OmegaConf.load(conf / "config.yaml").get("env"),
@@ -316,7 +320,7 @@ def _add_later_group_keys(raw: DictConfig) -> None:
             continue
         for key in source:
             if key != "defaults" and key not in node:
-                node[key] = source[key]
+                node[key] = OLD_VALUES.get((group, key), source[key])
 
 
 def load_run_config(run_dir: str | Path) -> RLExpConfig:

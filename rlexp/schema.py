@@ -140,7 +140,10 @@ class BackendConfig:
 
 @dataclass
 class TorchBackendConfig(BackendConfig):
-    """PyTorch (``conf/backend/torch.yaml``)."""
+    """PyTorch (``conf/backend/torch.yaml``): ``flush_denormal`` flushes subnormal floats to zero in the
+    learner's updates on the CPU, as TensorFlow and XLA always do."""
+
+    flush_denormal: bool = MISSING
 
 
 @dataclass

@@ -40,8 +40,19 @@ def naive_quantile_huber(current: np.ndarray, target: np.ndarray, sum_over_quant
     return float(loss.sum(-2).mean() if sum_over_quantiles else loss.mean())
 
 
+# torch's loss goes over the pairs when they are few and over the sorted target samples when many:
+# each case runs through both ways
+LOSS_BACKENDS = ["torch-pairs", "torch-sorted", "tf"]
+
+
+def loss_path(backend: str, monkeypatch) -> None:
+    """Make torch's quantile Huber loss take the way ``backend`` names (torch-pairs or torch-sorted)."""
+    if backend.startswith("torch"):
+        monkeypatch.setattr(nn_torch, "PAIRWISE_MAX_PAIRS", 1 << 40 if backend == "torch-pairs" else 0)
+
+
 def loss_and_grad(backend: str, current: np.ndarray, target: np.ndarray, sum_over: bool):
-    if backend == "torch":
+    if backend.startswith("torch"):
         c = torch.tensor(current, requires_grad=True)
         loss = nn_torch.quantile_huber_loss(c, torch.tensor(target), sum_over)
         loss.backward()
@@ -52,8 +63,9 @@ def loss_and_grad(backend: str, current: np.ndarray, target: np.ndarray, sum_ove
     return float(loss), tape.gradient(loss, c).numpy()
 
 
-@pytest.mark.parametrize("backend", ["torch", "tf"])
-def test_the_quantile_huber_loss_of_a_hand_worked_case(backend):
+@pytest.mark.parametrize("backend", LOSS_BACKENDS)
+def test_the_quantile_huber_loss_of_a_hand_worked_case(backend, monkeypatch):
+    loss_path(backend, monkeypatch)
     # quantiles at the levels 0.25 and 0.75: 0 and 2; target samples 1 and 3.5
     # (i=0, tau .25): delta 1 -> huber .5, weight .25; delta 3.5 -> huber 3, weight .25  => .125 + .75
     # (i=1, tau .75): delta -1 -> huber .5, weight .25;  delta 1.5 -> huber 1, weight .75 => .125 + .75
@@ -67,11 +79,12 @@ def test_the_quantile_huber_loss_of_a_hand_worked_case(backend):
     np.testing.assert_allclose(grad, [[-0.25, -0.25]], atol=1e-7)
 
 
-@pytest.mark.parametrize("backend", ["torch", "tf"])
+@pytest.mark.parametrize("backend", LOSS_BACKENDS)
 @pytest.mark.parametrize(
     "shapes", [((8, 2, 5), (8, 1, 7), False), ((6, 11), (6, 11), True)], ids=["tqc", "qr"]
 )
-def test_the_quantile_huber_loss_and_its_gradient_equal_the_pairwise_formula(backend, shapes):
+def test_the_quantile_huber_loss_and_its_gradient_equal_the_pairwise_formula(backend, shapes, monkeypatch):
+    loss_path(backend, monkeypatch)
     cur_shape, tgt_shape, sum_over = shapes
     rng = np.random.default_rng(0)
     current = (rng.normal(size=cur_shape) * 2).astype(np.float32)

@@ -741,8 +741,55 @@ class QuantileCritics(nn.Module):
         return torch.stack([net(obs, act) for net in self.nets], dim=-2)
 
 
+# up to this many (estimate, target sample) pairs in a batch the quantile Huber loss goes over the pairs
+# themselves (a few passes in float32, as TF's), above it through the sorted samples (:func:`_sorted_sums`),
+# whose ~40 operations cost more at first but grow as n log m per estimate, not n m. Forward and backward
+# on a Xeon: 6,400 pairs (QR-DQN on CartPole) 0.5 against 0.9 ms, 82k 1.1 against 2.0, 160k 1.7 against
+# 1.2, 589k (TQC) 7.9 against 4.6
+PAIRWISE_MAX_PAIRS = 1 << 17
+
+
+def _pairwise_sums(current: torch.Tensor, target: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each estimate c_i (..., n): ``sum_j w_ij huber(t_j - c_i)`` and ``sum_j w_ij clip(t_j - c_i, -1,
+    1)`` over the target samples, from the pairs: w is tau_i where t_j >= c_i, else 1 - tau_i."""
+    delta = target[..., None, :] - current[..., :, None]  # (..., n, m)
+    clip = delta.clamp(-1.0, 1.0)
+    tau = ((torch.arange(n, dtype=delta.dtype, device=delta.device) + 0.5) / n)[:, None]
+    weighted = torch.where(delta < 0, 1 - tau, tau).mul_(clip)
+    # huber(d) = clip(d) (d - clip(d) / 2): d^2 / 2 within [-1, 1], |d| - 1/2 outside
+    return (weighted * clip.mul_(-0.5).add_(delta)).sum(-1), weighted.sum(-1)
+
+
+def _sorted_sums(
+    current: torch.Tensor, target: torch.Tensor, lead: torch.Size, n: int, m: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_pairwise_sums` from the sorted target samples, without the pairs (float64; see
+    :class:`_QuantileHuberLoss`)."""
+    c = current.expand(*lead, n).reshape(-1, n).double()
+    t = target.expand(*lead, m).reshape(-1, m).double()
+    # numpy's sort of many short rows is ~10x faster than torch's on a CPU
+    t = torch.from_numpy(np.sort(t.numpy(), axis=1)) if t.device.type == "cpu" else t.sort(dim=1).values
+    zero = torch.zeros(t.shape[0], 1, dtype=t.dtype, device=t.device)
+    p1 = torch.cat([zero, t.cumsum(1)], dim=1)  # p1[k] = sum of the k smallest t
+    p2 = torch.cat([zero, (t * t).cumsum(1)], dim=1)
+    a = torch.searchsorted(t, c - 1, side="left")  # t < c - 1
+    b = torch.searchsorted(t, c, side="left")  # t < c
+    e = torch.searchsorted(t, c + 1, side="right")  # t <= c + 1
+    s1a, s1b, s1e = p1.gather(1, a), p1.gather(1, b), p1.gather(1, e)
+    s2a, s2b, s2e = p2.gather(1, a), p2.gather(1, b), p2.gather(1, e)
+    na, nab, nbe, ne = a, b - a, e - b, m - e  # the four runs' sizes
+    tau = (torch.arange(n, dtype=t.dtype, device=t.device) + 0.5) / n
+    below = (c - 0.5) * na - s1a + 0.5 * ((s2b - s2a) - 2 * c * (s1b - s1a) + c * c * nab)
+    above = 0.5 * ((s2e - s2b) - 2 * c * (s1e - s1b) + c * c * nbe) + (p1[:, -1:] - s1e) - (c + 0.5) * ne
+    clipped_below = -na + (s1b - s1a) - c * nab
+    clipped_above = (s1e - s1b) - c * nbe + ne
+    return (1 - tau) * below + tau * above, (1 - tau) * clipped_below + tau * clipped_above
+
+
 class _QuantileHuberLoss(torch.autograd.Function):
-    """:func:`quantile_huber_loss` and its gradient from the sorted target samples, without the pairs.
+    """:func:`quantile_huber_loss` and its gradient: over the pairs where they are few (up to
+    :data:`PAIRWISE_MAX_PAIRS`, :func:`_pairwise_sums`), else from the sorted target samples, without the
+    pairs (:func:`_sorted_sums`).
 
     For an estimate c at the level tau and the target samples t_j sorted, the pairs fall into four runs
     of j: t < c - 1 (weight 1 - tau, Huber c - t - 1/2, clipped delta -1), c - 1 <= t < c (1 - tau,
@@ -764,37 +811,21 @@ class _QuantileHuberLoss(torch.autograd.Function):
     ) -> torch.Tensor:
         n, m = current.shape[-1], target.shape[-1]
         lead = torch.broadcast_shapes(current.shape[:-1], target.shape[:-1])
-        c = current.expand(*lead, n).reshape(-1, n).double()
-        t = target.expand(*lead, m).reshape(-1, m).double()
-        # numpy's sort of many short rows is ~10x faster than torch's on a CPU
-        t = torch.from_numpy(np.sort(t.numpy(), axis=1)) if t.device.type == "cpu" else t.sort(dim=1).values
-        zero = torch.zeros(t.shape[0], 1, dtype=t.dtype, device=t.device)
-        p1 = torch.cat([zero, t.cumsum(1)], dim=1)  # p1[k] = sum of the k smallest t
-        p2 = torch.cat([zero, (t * t).cumsum(1)], dim=1)
-        a = torch.searchsorted(t, c - 1, side="left")  # t < c - 1
-        b = torch.searchsorted(t, c, side="left")  # t < c
-        e = torch.searchsorted(t, c + 1, side="right")  # t <= c + 1
-        s1a, s1b, s1e = p1.gather(1, a), p1.gather(1, b), p1.gather(1, e)
-        s2a, s2b, s2e = p2.gather(1, a), p2.gather(1, b), p2.gather(1, e)
-        na, nab, nbe, ne = a, b - a, e - b, m - e  # the four runs' sizes
-        tau = (torch.arange(n, dtype=t.dtype, device=t.device) + 0.5) / n
-        below = (c - 0.5) * na - s1a + 0.5 * ((s2b - s2a) - 2 * c * (s1b - s1a) + c * c * nab)
-        above = 0.5 * ((s2e - s2b) - 2 * c * (s1e - s1b) + c * c * nbe) + (p1[:, -1:] - s1e) - (c + 0.5) * ne
-        clipped_below = -na + (s1b - s1a) - c * nab
-        clipped_above = (s1e - s1b) - c * nbe + ne
+        rows = math.prod(lead)
+        if rows * n * m <= PAIRWISE_MAX_PAIRS:
+            losses, clipped = _pairwise_sums(current, target, n)
+        else:
+            losses, clipped = _sorted_sums(current, target, lead, n, m)
+        losses, clipped = losses.reshape(rows, n), clipped.reshape(rows, n)
         ctx.current_shape = current.shape  # type: ignore[attr-defined]
         ctx.per_row = per_row  # type: ignore[attr-defined]
         if per_row:  # each row's loss (QR-DQN's per transition, for its priorities and weights)
             count = m * (1 if sum_over_quantiles else n)
-            loss = ((1 - tau) * below + tau * above).sum(1) / count
-            grad = ((1 - tau) * clipped_below + tau * clipped_above) / -count
-            ctx.save_for_backward(grad.to(current.dtype).reshape(*lead, n))
-            return loss.to(current.dtype).reshape(lead)
-        count = c.shape[0] * m * (1 if sum_over_quantiles else n)
-        loss = ((1 - tau) * below + tau * above).sum() / count
-        grad = ((1 - tau) * clipped_below + tau * clipped_above) / -count
-        ctx.save_for_backward(grad.to(current.dtype).reshape(*lead, n))
-        return loss.to(current.dtype)
+            ctx.save_for_backward((clipped / -count).to(current.dtype).reshape(*lead, n))
+            return (losses.sum(1) / count).to(current.dtype).reshape(lead)
+        count = rows * m * (1 if sum_over_quantiles else n)
+        ctx.save_for_backward((clipped / -count).to(current.dtype).reshape(*lead, n))
+        return (losses.sum() / count).to(current.dtype)
 
     @staticmethod
     def backward(

@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from rlexp.algos.dqn.base import DQNLearnerBase
 from rlexp.algos.learner import Batch, Stats
-from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, rmsprop
+from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, clip_flat_grad_, rmsprop
 from rlexp.comm.torch import avg_grads
 from rlexp.nn.torch import DiscreteQNetwork, TorchForward, linear_layers, quantile_huber_loss, sigma_layers
 from rlexp.schema import RLExpConfig
@@ -182,11 +182,11 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
                 errors = td**2
             priority = td.detach().abs()
         loss = (errors * batch["weights"]).mean() if "weights" in batch else errors.mean()
-        self.optimizer.zero_grad(set_to_none=False)
+        self.q_flat.grad.zero_()  # the layers' gradients are views of it (flatten_)
         loss.backward()
         avg_grads([self.q_flat])
         if algo.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_([self.q_flat], algo.max_grad_norm)
+            clip_flat_grad_(self.q_flat, algo.max_grad_norm)
         self.optimizer.step()
         stats: Stats = {"LossQ": loss, "QVals": q}
         if "weights" in batch:  # prioritized replay: the sampled transitions' new priorities
