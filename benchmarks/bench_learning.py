@@ -1089,6 +1089,11 @@ def main() -> None:
         return r
 
     results: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {algo: {} for algo in args.algo}
+    # the peer's budgets now, before hours of training: composed later, conf/ on disk may have gained a key
+    # that this process's schema (imported at its start) does not know
+    sb3_steps = (
+        {env_id: args.steps or budget(args.algo[0], env_id) for env_id in args.envs} if args.sb3 else {}
+    )
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         done = dict(zip(trained, pool.map(one, trained), strict=True))
     for task in tasks:
@@ -1105,8 +1110,7 @@ def main() -> None:
         (algo,) = args.algo
         for env_id in args.envs:
             for seed in args.seeds:
-                steps = args.steps or budget(algo, env_id)
-                if (r := run_sb3(algo, env_id, seed, steps, args)) is not None:
+                if (r := run_sb3(algo, env_id, seed, sb3_steps[env_id], args)) is not None:
                     results[algo].setdefault(("sb3", env_id), []).append(r)
         kinds_of[algo].append("sb3")
     for algo in args.algo:
