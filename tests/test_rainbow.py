@@ -17,6 +17,7 @@ from rlexp.nn.acting import NoisyMLPCopy
 from tests.conftest import composed, run_cli, train
 from tests.test_dqn import CARTPOLE, batch_of, learner
 from tests.test_resume import assert_same_run, final_state
+from tests.test_sac_family import LOSS_BACKENDS, loss_path
 
 BACKENDS = ["torch", "tf"]
 ONE = spaces.Box(-1.0, 1.0, (1,), np.float32)
@@ -162,14 +163,13 @@ def test_qr_dqn_quantile_huber_loss_targets_and_priorities(backend):
         np.testing.assert_allclose(stats["QVals"], [0.5])
 
 
-@pytest.mark.parametrize("backend", ["torch-pairs", "torch-sorted", "tf"])
+@pytest.mark.parametrize("backend", LOSS_BACKENDS)
 def test_the_quantile_huber_loss_per_row_averages_to_the_loss_and_has_its_gradient(backend, monkeypatch):
     """QR-DQN weighs each transition's loss (importance weights): the per-row losses average to the
     loss sb3-contrib sums over quantiles, and the gradient of their weighted mean is the weighted one
     (torch's loss over the pairs and over the sorted target samples)."""
-    if backend.startswith("torch"):
-        monkeypatch.setattr(nn_torch, "PAIRWISE_MAX_PAIRS", 1 << 40 if backend == "torch-pairs" else 0)
-        backend = "torch"
+    loss_path(backend, monkeypatch)
+    backend = "torch" if backend.startswith("torch") else backend
     rng = np.random.default_rng(1)
     current, target = rng.normal(size=(6, 9)).astype(np.float32), rng.normal(size=(6, 11)).astype(np.float32)
     w = rng.uniform(0.2, 1, 6).astype(np.float32)
