@@ -10,6 +10,11 @@ settings as SB3 (its activations flax's). Prints figures and ratios; asserts not
     python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-sbx]
                                    [--no-mpi] [--no-envpath] [--no-contention]
 
+The DQN family's rows (``dqn``, ``dqn-atari``, ``qrdqn``, ``rainbow``) also time rlexp's torch with
+``backend.compile=true`` (``rlexp-cmp``: each gradient step one ``torch.compile``d function) in the same
+alternation, with the seconds its compilation took; that falls before the window (the first gradient
+step is at ``LEARNING_STARTS``), so the line says it apart.
+
 After the SB3 table come rlexp's env path per env step beside the raw env's step (one env, 8 sync, 8
 async; on- and off-policy: benchmarks/bench_envpath.py), whose summary lines join the SB3 ones.
 
@@ -62,6 +67,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -92,6 +98,8 @@ ENVS = {
 }
 # The peers that have a row's algorithm (all others: every peer): QR-DQN is sb3-contrib's; no peer has Rainbow
 ROW_PEERS = {"qrdqn": ("sb3",), "rainbow": ()}
+# rows also timed with torch's backend.compile (the DQN family's compiled gradient step), as "rlexp-cmp"
+COMPILED_ROWS = {"dqn", "dqn-atari", "qrdqn", "rainbow"}
 DQN_REPLAY = 10_000  # dqn-atari's replay on both sides: small enough for SB3's two stacks per transition
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
@@ -185,9 +193,12 @@ def rlexp_sps(
     backend: str = "torch",
     procs: int = 1,
     device: str = "cpu",
-) -> float:
+    compiled: bool = False,
+) -> float | tuple[float, float]:
     """rlexp's steady-state env steps per second: TotalEnvInteracts / Time between two epoch rows
-    (``device``: ``backend.device``; benchmarks/bench_device.py times cuda against the CPU)."""
+    (``device``: ``backend.device``; benchmarks/bench_device.py times cuda against the CPU). With
+    ``compiled`` (torch's ``backend.compile``): (SPS, the seconds its compilation took, which fall before
+    the window: the first burst is at ``LEARNING_STARTS``)."""
     import pandas as pd
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,14 +214,21 @@ def rlexp_sps(
         ]
         if procs == 1:
             cmd.append("backend.threads=1")
-        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+        if compiled:
+            cmd.append("backend.compile=true")
+        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
         df = pd.read_table(run_dir / "progress.txt")
     on_policy = algo.startswith("ppo")
     first = 0 if on_policy else warmup // OFF_EPOCH - 1  # row whose end starts the window
     # The last row includes the final checkpoint (off-policy: the replay buffer): leave it out.
     last = len(df) - 1 if on_policy else len(df) - 2
     steps = df["TotalEnvInteracts"].iloc[last] - df["TotalEnvInteracts"].iloc[first]
-    return float(steps / (df["Time"].iloc[last] - df["Time"].iloc[first]))
+    sps = float(steps / (df["Time"].iloc[last] - df["Time"].iloc[first]))
+    if not compiled:
+        return sps
+    built = re.search(r"built the gradient step in ([0-9.]+) s", out)
+    assert built is not None, "no compilation reported"
+    return sps, float(built.group(1))
 
 
 # --- Stable-Baselines3 (runs in a child process) ---------------------------------------------------
@@ -362,6 +380,11 @@ def sb3_sps(algo: str, warmup: int, window: int, batch: int, device: str = "cpu"
 def child(kind: str, algo: str, warmup: int, window: int, batch: int, **kw: Any) -> float:
     """Run one measurement in a fresh interpreter (one thread); return its SPS. ``kind``: rlexp, sb3 or
     sbx (in SBX's own venv, XLA on one thread)."""
+    return child_values(kind, algo, warmup, window, batch, **kw)[0]
+
+
+def child_values(kind: str, algo: str, warmup: int, window: int, batch: int, **kw: Any) -> list[float]:
+    """:func:`child`'s numbers: its SPS, and with ``compiled=True`` the compilation's seconds."""
     spec = json.dumps({"kind": kind, "algo": algo, "warmup": warmup, "window": window, "batch": batch, **kw})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **(SBX_ENV if kind == "sbx" else {})}
     python = str(SBX_VENV / "bin" / "python") if kind == "sbx" else sys.executable
@@ -373,7 +396,7 @@ def child(kind: str, algo: str, warmup: int, window: int, batch: int, **kw: Any)
         text=True,
         env=env,
     ).stdout
-    return float(out.strip().splitlines()[-1])
+    return [float(x) for x in out.strip().splitlines()[-1].split()]
 
 
 def default_run_sps(busy: bool, threads: int = 1, epochs: int = 6) -> float:
@@ -453,7 +476,8 @@ def main() -> None:
     if args.child:
         spec = json.loads(args.child)
         kind = spec.pop("kind")
-        print(sb3_sps(**spec, lib=kind) if kind in ("sb3", "sbx") else rlexp_sps(**spec))
+        value = sb3_sps(**spec, lib=kind) if kind in ("sb3", "sbx") else rlexp_sps(**spec)
+        print(*(value if isinstance(value, tuple) else (value,)))
         return
 
     if args.algos:
@@ -473,18 +497,26 @@ def main() -> None:
         ours, tf = [], []
         theirs: dict[str, list[float]] = {peer: [] for peer in peers if peer in ROW_PEERS.get(algo, peers)}
         warmup, window = SHORT_WINDOW.get(algo, (args.warmup, args.window))
+        compiled: list[float] = []  # torch's backend.compile (the DQN family's rows)
+        build: list[float] = []  # its compilation, seconds
         for _ in range(args.reps):  # rlexp torch, rlexp tf, SB3 and SBX in turn, so all see the same load
             ours.append(child("rlexp", algo, warmup, window, args.batch))
+            if algo in COMPILED_ROWS:
+                sps, seconds = child_values("rlexp", algo, warmup, window, args.batch, compiled=True)
+                compiled.append(sps)
+                build.append(seconds)
             if not args.no_backends:
                 tf.append(child("rlexp", algo, warmup, window, args.batch, backend="tf"))
             for peer in theirs:
                 theirs[peer].append(child(peer, algo, warmup, window, args.batch))
         print(f"{algo:9} rlexp     {summary(ours)}")
+        if compiled:
+            print(f"{algo:9} rlexp-cmp {summary(compiled)}  (backend.compile; its build {summary(build)} s)")
         if tf:
             print(f"{algo:9} rlexp-tf  {summary(tf)}")
         for peer in theirs:
             print(f"{algo:9} {peer:9} {summary(theirs[peer])}")
-        for name, values in (("torch", ours), ("tf", tf)):
+        for name, values in (("torch", ours), ("cmp", compiled), ("tf", tf)):
             if not values:
                 continue
             for peer in theirs:
@@ -493,7 +525,7 @@ def main() -> None:
                     f"{algo:9} ratio {name:5} / {peer:3} median {statistics.median(ratios):.2f}x  "
                     f"[{min(ratios):.2f}-{max(ratios):.2f}]"
                 )
-            label = algo if name == "torch" else f"{algo} (tf)"
+            label = algo if name == "torch" else f"{algo} ({'compiled' if name == 'cmp' else name})"
             mine = statistics.median(values)
             lines.append(
                 f"{label}  rlexp {mine:.0f} SPS  "

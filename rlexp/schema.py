@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -141,9 +142,11 @@ class BackendConfig:
 @dataclass
 class TorchBackendConfig(BackendConfig):
     """PyTorch (``conf/backend/torch.yaml``): ``flush_denormal`` flushes subnormal floats to zero in the
-    learner's updates on the CPU, as TensorFlow and XLA always do."""
+    learner's updates on the CPU, as TensorFlow and XLA always do; ``compile`` runs each gradient step as
+    one function compiled by ``torch.compile`` (the DQN family), which needs a C++ compiler."""
 
     flush_denormal: bool = MISSING
+    compile: bool = MISSING
 
 
 @dataclass
@@ -206,6 +209,7 @@ class AlgoConfig:
     ACTION_SPACES: ClassVar[tuple[type, ...]] = ()  # the gymnasium action space classes it supports
     BOUNDED_ACTIONS: ClassVar[bool] = False  # whether a Box action space must have finite bounds
     BACKENDS: ClassVar[tuple[str, ...]] = ("torch", "tf")  # the backends it has a learner for
+    TORCH_COMPILE: ClassVar[bool] = False  # whether its torch learner compiles its step (backend.compile)
     IMAGE_NETWORK: ClassVar[str] = "nature_cnn"  # the network preset suggested for image observations
     # What the policy's actions are when they are not deterministic (test_policy without --deterministic,
     # Policy(obs, deterministic=False)), in words; None: the policy has deterministic actions only
@@ -400,6 +404,18 @@ class RLExpConfig:
             not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
+        if getattr(self.backend, "compile", False):
+            check(
+                type(self.algo).TORCH_COMPILE,
+                "backend.compile=true compiles the gradient step of the DQN family (algo=dqn, c51, qrdqn, "
+                f"rainbow); algo={self.algo.name} has none to compile: set backend.compile=false",
+            )
+            cxx = os.environ.get("CXX", "g++")
+            check(
+                shutil.which(cxx) is not None,
+                f"backend.compile=true needs the C++ compiler that torch.compile calls, {cxx} ($CXX, else g++), "
+                "which is not on PATH; install one or set backend.compile=false",
+            )
         self.comm.validate()  # first: the algorithm's checks divide by comm.procs ...
         self.env.validate()  # ... and by env.num_envs
         self.algo.validate(self.comm.procs)

@@ -98,6 +98,8 @@ class Bookkeeping:
         """
         logger, algo = self.logger, self.cfg.algo
         self.progress.close()  # the row takes the bar's place
+        for line in self.learner.log_lines():
+            logger.log(line, "cyan")
         logger.store(**self.learner.end_of_epoch_stats())
         for key, min_max in algo.stats():
             logger.log_tabular(key, with_min_and_max=min_max, average_only=not min_max)

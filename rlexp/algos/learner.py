@@ -92,6 +92,11 @@ class Learner(ABC):
         """Re-take the numpy copy of the weights that acting uses, after the parameters changed
         (see :mod:`rlexp.nn.acting`); learners that act with the library itself have none."""
 
+    def log_lines(self) -> list[str]:
+        """Lines for the run's console since the last call, once each (torch's ``backend.compile``: how
+        long its compilation took); none for most learners."""
+        return []
+
     def end_of_epoch_stats(self) -> Stats:
         """Statistics of the learner's state at the end of an epoch, logged once per epoch (DQN's
         Epsilon); those of its updates come from :meth:`update`. None for most learners."""

@@ -851,9 +851,22 @@ def quantile_huber_loss(
     ``|tau_i - 1{target_j < current_i}| * huber(target_j - current_i)``; the loss is the mean over all
     pairs, or with ``sum_over_quantiles`` (QR-DQN) the sum over i of the mean over everything else;
     ``per_row``: each row's loss (shape: the broadcast leading axes), whose mean is that loss. The
-    target carries no gradient. (:class:`_QuantileHuberLoss` computes it.)
+    target carries no gradient. (:class:`_QuantileHuberLoss` computes it; in a function that
+    ``torch.compile`` traces, the pairwise formula in plain ops, which autograd and ``torch.func``
+    differentiate and inductor fuses.)
     """
-    return _QuantileHuberLoss.apply(current, target.detach(), sum_over_quantiles, per_row)
+    if not torch.compiler.is_compiling():
+        return _QuantileHuberLoss.apply(current, target.detach(), sum_over_quantiles, per_row)
+    n, m = current.shape[-1], target.shape[-1]
+    delta = target.detach()[..., None, :] - current[..., :, None]  # (..., n, m)
+    clip = delta.clamp(-1.0, 1.0)
+    tau = ((torch.arange(n, dtype=delta.dtype, device=delta.device) + 0.5) / n)[:, None]
+    weight = torch.where(delta.detach() < 0, 1 - tau, tau)
+    losses = (weight * clip * (delta - 0.5 * clip)).sum(-1)  # (..., n): huber(d) = clip (d - clip / 2)
+    count = m * (1 if sum_over_quantiles else n)
+    if per_row:
+        return losses.sum(-1) / count
+    return losses.sum() / (count * losses[..., 0].numel())
 
 
 class SquashedGaussianActor(nn.Module):

@@ -94,6 +94,7 @@ class DQNConfig(OffPolicyConfig):
     algorithm in words. ``lr`` is its one learning rate."""
 
     NAME: ClassVar[str] = "dqn"
+    TORCH_COMPILE: ClassVar[bool] = True
     ACTION_SPACES: ClassVar[tuple[type, ...]] = (spaces.Discrete,)
     BOUNDED_ACTIONS: ClassVar[bool] = False
     IMAGE_NETWORK: ClassVar[str] = "nature_cnn"

@@ -10,20 +10,37 @@ A distributional head replaces the error by its own loss per transition: C51's c
 target distribution projected onto the atoms (:meth:`DQNLearner.c51_losses`), QR-DQN's quantile Huber
 loss to the target quantiles (:meth:`DQNLearner.qr_losses`). A noisy network takes fresh draws for the
 online and the target network at each step (:meth:`DQNLearner.draws`).
+
+With ``backend.compile`` the step is one function of the flat parameters compiled by ``torch.compile``
+(:class:`rlexp.algos.torch_common.CompiledStep`): the same losses (:meth:`DQNLearner.errors`) through
+functional calls of the networks, autograd's gradient by ``torch.func``, the clip and the optimizer's
+rule as tensor arithmetic; the same numbers up to rounding.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from gymnasium import spaces
 
 from rlexp.algos.dqn.base import DQNLearnerBase
 from rlexp.algos.learner import Batch, Stats
-from rlexp.algos.torch_common import OffPolicyTorchLearner, adam, clip_flat_grad_, rmsprop
+from rlexp.algos.torch_common import (
+    CompiledStep,
+    FlatLayout,
+    OffPolicyTorchLearner,
+    adam,
+    clip_flat_grad_,
+    rmsprop,
+)
 from rlexp.comm.torch import avg_grads
 from rlexp.nn.torch import DiscreteQNetwork, TorchForward, linear_layers, quantile_huber_loss, sigma_layers
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
+
+#: a Q-network as a function of (observations, a noisy network's draws or None): its output
+Net = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
@@ -61,6 +78,18 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         )
         forward = None if self.image is None else TorchForward(self.q, self.device)
         self.acting = self.numpy_acting(self.q, linear_layers, sigma_layers, forward)
+        #: ``backend.compile``: the gradient step compiled (None: eager)
+        self.compiled: CompiledStep | None = None
+        self.compile_logged = False  # whether log_lines() said how long the compilation took
+        if getattr(cfg.backend, "compile", False):
+            self.layout = FlatLayout(self.q)
+            self.compiled = CompiledStep(self.flat_loss, self.q_flat, self.optimizer, algo.max_grad_norm)
+
+    def log_lines(self) -> list[str]:
+        if self.compiled is None or self.compiled.seconds is None or self.compile_logged:
+            return []
+        self.compile_logged = True
+        return [f"backend.compile: torch.compile built the gradient step in {self.compiled.seconds:.1f} s"]
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"q": self.q, "q_targ": self.q_targ}
@@ -99,32 +128,43 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
 
     @torch.no_grad()
     def next_outputs(
-        self, batch: Batch, noise: torch.Tensor | None = None, noise_targ: torch.Tensor | None = None
+        self,
+        batch: Batch,
+        noise: torch.Tensor | None = None,
+        noise_targ: torch.Tensor | None = None,
+        nets: tuple[Net, Net] | None = None,
     ) -> torch.Tensor:
         """The target network's output at s' and the next action ``a'``: its own greedy action, or with
-        ``double_q`` the online network's (by their Q-values)."""
-        out2_targ = self.q_targ(batch["obs2"], noise_targ)
+        ``double_q`` the online network's (by their Q-values). ``nets``: the online and the target
+        network as functions (the compiled step's), by default :attr:`q` and :attr:`q_targ`."""
+        q, q_targ = nets or (self.q, self.q_targ)
+        out2_targ = q_targ(batch["obs2"], noise_targ)
         if self.algo.double_q:  # the online network chooses, the target network evaluates
-            a2 = self.values(self.q(batch["obs2"], noise)).argmax(-1)
+            a2 = self.values(q(batch["obs2"], noise)).argmax(-1)
         else:
             a2 = self.values(out2_targ).argmax(-1)
         return out2_targ[torch.arange(a2.shape[0], device=a2.device), a2]
 
     @torch.no_grad()
     def targets(
-        self, batch: Batch, noise: torch.Tensor | None = None, noise_targ: torch.Tensor | None = None
+        self,
+        batch: Batch,
+        noise: torch.Tensor | None = None,
+        noise_targ: torch.Tensor | None = None,
+        nets: tuple[Net, Net] | None = None,
     ) -> torch.Tensor:
         """``R + discount (1 - done) Q_targ(s', a')``: ``a'`` the target network's greedy action, or with
-        ``double_q`` the online network's."""
+        ``double_q`` the online network's (``nets`` as :meth:`next_outputs`)."""
         if self.algo.distributional is None and noise is None and noise_targ is None:
-            q2_targ = self.q_targ(batch["obs2"])
+            q, q_targ = nets or (self.q, self.q_targ)
+            q2_targ = q_targ(batch["obs2"], None)
             if self.algo.double_q:  # the online network chooses, the target network evaluates
-                a2 = self.q(batch["obs2"]).argmax(-1)
+                a2 = q(batch["obs2"], None).argmax(-1)
                 q2 = q2_targ.gather(1, a2[:, None]).squeeze(1)
             else:
                 q2 = q2_targ.max(-1).values
         else:
-            q2 = self.next_outputs(batch, noise, noise_targ)
+            q2 = self.next_outputs(batch, noise, noise_targ, nets)
             if q2.ndim == 2:  # QR-DQN's target quantiles: (batch, quantiles)
                 shift = batch["discount"] * (1 - batch["done"])
                 return batch["rew"][:, None] + shift[:, None] * q2
@@ -145,42 +185,72 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         return (weight * probs2[:, None, :]).sum(-1)
 
     def c51_losses(
-        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None
+        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None, nets: tuple[Net, Net]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(C51's cross-entropy per transition, the Q-value of each taken action)."""
         rows = torch.arange(batch["act"].shape[0], device=self.device)
-        log_p = self.q(batch["obs"], noise)[rows, batch["act"]].log_softmax(-1)
-        target = self.projected(batch, self.next_outputs(batch, noise, noise_targ).softmax(-1))
+        log_p = nets[0](batch["obs"], noise)[rows, batch["act"]].log_softmax(-1)
+        target = self.projected(batch, self.next_outputs(batch, noise, noise_targ, nets).softmax(-1))
         q = (log_p.detach().exp() * self.support).sum(-1)
         return -(target * log_p).sum(-1), q
 
     def qr_losses(
-        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None
+        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None, nets: tuple[Net, Net]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(QR-DQN's quantile Huber loss per transition, the Q-value of each taken action)."""
         rows = torch.arange(batch["act"].shape[0], device=self.device)
-        quantiles = self.q(batch["obs"], noise)[rows, batch["act"]]
-        target = self.targets(batch, noise, noise_targ)
+        quantiles = nets[0](batch["obs"], noise)[rows, batch["act"]]
+        target = self.targets(batch, noise, noise_targ, nets)
         return quantile_huber_loss(quantiles, target, sum_over_quantiles=True, per_row=True), quantiles.mean(
             -1
         )
 
+    def errors(
+        self, batch: Batch, noise: torch.Tensor | None, noise_targ: torch.Tensor | None, nets: tuple[Net, Net]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(each transition's loss, the Q-value of its action, its priority before ``per_eps``) for the
+        online and the target network ``nets``: the Huber or squared TD error (priority ``|td|``), or the
+        distributional head's loss (priority the loss)."""
+        algo = self.algo
+        if algo.distributional is not None:
+            losses = self.c51_losses if algo.distributional == "c51" else self.qr_losses
+            errors, q = losses(batch, noise, noise_targ, nets)
+            return errors, q, errors.detach()
+        q = nets[0](batch["obs"], noise).gather(1, batch["act"][:, None]).squeeze(1)
+        backup = self.targets(batch, noise, noise_targ, nets)
+        td = q - backup
+        if algo.loss == "huber":
+            errors = torch.nn.functional.smooth_l1_loss(q, backup, reduction="none", beta=1.0)
+        else:
+            errors = td**2
+        return errors, q, td.detach().abs()
+
+    def flat_loss(self, flat: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Stats]:
+        """The compiled step's loss as a function of the online network's flat parameters ``flat``;
+        ``batch`` carries the target network's (``params_targ``) and the noise draws."""
+        params, params_targ = self.layout(flat), self.layout(batch["params_targ"])
+
+        def q(obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+            return torch.func.functional_call(self.q, params, (obs, noise))
+
+        def q_targ(obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+            return torch.func.functional_call(self.q_targ, params_targ, (obs, noise))
+
+        errors, qv, priority = self.errors(batch, batch.get("noise"), batch.get("noise_targ"), (q, q_targ))
+        stats: Stats = {"QVals": qv.detach()}
+        if "weights" in batch:
+            stats["Priority"] = priority + self.algo.per_eps
+            return (errors * batch["weights"]).mean(), stats
+        return errors.mean(), stats
+
     def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
         noise, noise_targ = self.draws(batch, "noise"), self.draws(batch, "noise_targ")
-        if algo.distributional is not None:
-            losses = self.c51_losses if algo.distributional == "c51" else self.qr_losses
-            errors, q = losses(batch, noise, noise_targ)
-            priority = errors.detach()
-        else:
-            q = self.q(batch["obs"], noise).gather(1, batch["act"][:, None]).squeeze(1)
-            backup = self.targets(batch, noise, noise_targ)
-            td = q - backup
-            if algo.loss == "huber":
-                errors = torch.nn.functional.smooth_l1_loss(q, backup, reduction="none", beta=1.0)
-            else:
-                errors = td**2
-            priority = td.detach().abs()
+        if self.compiled is not None:
+            extra = {"params_targ": self.q_targ_flat, "noise": noise, "noise_targ": noise_targ}
+            loss, stats = self.compiled({**batch, **{k: v for k, v in extra.items() if v is not None}})
+            return {"LossQ": loss, **stats}
+        errors, q, priority = self.errors(batch, noise, noise_targ, (self.q, self.q_targ))
         loss = (errors * batch["weights"]).mean() if "weights" in batch else errors.mean()
         self.q_flat.grad.zero_()  # the layers' gradients are views of it (flatten_)
         loss.backward()

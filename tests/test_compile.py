@@ -1,0 +1,163 @@
+"""torch's ``backend.compile`` (issue 74): the DQN family's gradient step as one function compiled by
+``torch.compile``. It must take the eager step's steps up to rounding (the same losses, gradient, clip
+and optimizer rule; inductor sums in another order), leave the optimizer's state as torch's own step
+does (so that either kind of learner reads the other's checkpoints), resume exactly (the compiled
+kernels are deterministic), average gradients over ranks, and be refused in one line where it cannot
+run. Each compilation takes seconds: the cases share their options."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from rlexp.algos import ALGOS
+from rlexp.seeding import RankSeeds
+from tests.conftest import composed, run_cli, train
+from tests.test_resume import assert_resumes_exactly
+
+OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
+ACTIONS = spaces.Discrete(3)
+
+# each option of the loss and the optimizer in at least one case
+CASES = {
+    # the Huber loss, the global-norm clip, Adam
+    "dqn": ("algo=dqn", "algo.max_grad_norm=10"),
+    # double Q, the squared error, dueling heads, centred RMSprop, no clip
+    "double-mse-dueling-rmsprop": (
+        "algo=dqn",
+        "algo.double_q=true",
+        "algo.loss=mse",
+        "algo.dueling=true",
+        "algo.optimizer=rmsprop",
+        "algo.rms_alpha=0.95",
+        "algo.optim_eps=0.01",
+        "algo.max_grad_norm=null",
+    ),
+    # C51, noisy networks (drawn from the learner's stream), dueling, prioritized replay's weights
+    "rainbow": ("algo=rainbow",),
+    # the quantile Huber loss (its pairwise formula, differentiated by autograd)
+    "qrdqn": ("algo=qrdqn", "algo.num_quantiles=7"),
+}
+
+
+def learner(compiled: bool, *overrides: str):
+    cfg = composed(*overrides, "network.hidden_sizes=[16,16]", f"backend.compile={compiled}")
+    return ALGOS["dqn"].learner_class("torch")(OBS, ACTIONS, cfg, RankSeeds(0))
+
+
+def batches(weights: bool, n: int = 12, size: int = 8) -> list[dict]:
+    rng = np.random.default_rng(5)
+    f32 = np.float32
+    out = []
+    for _ in range(n):
+        b = {
+            "obs": rng.normal(size=(size, 5)).astype(f32),
+            "obs2": rng.normal(size=(size, 5)).astype(f32),
+            "act": rng.integers(0, 3, size),
+            "rew": rng.normal(size=size).astype(f32),
+            "done": (rng.uniform(size=size) < 0.2).astype(f32),
+            "discount": (0.99 ** rng.integers(1, 4, size)).astype(f32),
+        }
+        if weights:
+            b["weights"] = rng.uniform(0.3, 1.0, size).astype(f32)
+        out.append(b)
+    return out
+
+
+def close(a, b, where: str) -> None:
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6, err_msg=where)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_compiled_step_takes_the_eager_steps_up_to_rounding(case):
+    from torch._dynamo.utils import counters
+
+    eager, compiled = learner(False, *CASES[case]), learner(True, *CASES[case])
+    assert eager.compiled is None and compiled.compiled is not None
+    counters.clear()
+    data = batches(weights=eager.algo.prioritized)
+    # one step, then a burst: both paths of the loop
+    stats = {}
+    for name, lrn in (("eager", eager), ("compiled", compiled)):
+        first = lrn.update(data[0])
+        rest = iter(data[1:])
+        stats[name] = [first, *lrn.update_burst(lambda rest=rest: next(rest), len(data) - 1)]
+    for i, (a, b) in enumerate(zip(stats["eager"], stats["compiled"], strict=True)):
+        assert a.keys() == b.keys() and isinstance(b["LossQ"], float), i
+        for key in a:
+            close(a[key], b[key], f"step {i} {key}")
+    close(eager.q_flat.detach(), compiled.q_flat.detach(), "weights")
+    assert counters["stats"]["unique_graphs"] == 1  # one compilation: nothing recompiled
+    assert not torch.equal(compiled.q_flat, learner(True, *CASES[case]).q_flat)  # it learnt
+    # torch's own state: the same keys, dtypes and values (a checkpoint reads into either learner)
+    sa, sb = eager.optimizer.state_dict(), compiled.optimizer.state_dict()
+    assert sa["param_groups"] == sb["param_groups"] and sa["state"].keys() == sb["state"].keys()
+    for key, value in sa["state"][0].items():
+        other = sb["state"][0][key]
+        assert value.dtype == other.dtype and value.shape == other.shape, key
+        close(value, other, key)
+    # the noise generator moved as the eager one's (rainbow draws from it at each step)
+    assert torch.equal(eager.gen.get_state(), compiled.gen.get_state())
+    assert np.array_equal(eager.act(data[0]["obs"][0]), compiled.act(data[0]["obs"][0]))
+    # a checkpoint of the compiled learner continues in an eager one
+    other = learner(False, *CASES[case])
+    other.load_state_dict(copy.deepcopy(compiled.state_dict()))  # not sharing the optimizer's tensors
+    other.update(data[0])
+    compiled.update(data[0])
+    close(other.q_flat.detach(), compiled.q_flat.detach(), "after loading")
+    assert compiled.log_lines()[0].startswith("backend.compile: torch.compile built the gradient step in ")
+    assert compiled.log_lines() == []  # once
+
+
+CARTPOLE = (
+    "algo=dqn", "env=CartPole-v1", "algo.steps_per_epoch=300", "algo.start_steps=100",
+    "algo.update_after=100", "algo.update_every=50", "algo.batch_size=16", "algo.num_test_episodes=1",
+    "algo.target_update_every=100", "network.hidden_sizes=[16,16]", "algo.keep_checkpoints=null",
+    "backend.compile=true",
+)  # fmt: skip
+
+
+def test_a_compiled_run_says_how_long_it_compiled_and_resumes_exactly(tmp_path):
+    whole = tmp_path / "whole"
+    res = run_cli(f"hydra.run.dir={whole}", *CARTPOLE, "algo.epochs=3", "algo.save_freq=1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count("backend.compile: torch.compile built the gradient step in") == 1
+    assert_resumes_exactly(whole, tmp_path / "part", 1)
+
+
+@pytest.mark.mpi
+def test_with_two_ranks_a_compiled_run_averages_the_gradients_as_the_eager_one(tmp_path):
+    """Two compiled calls around the allreduce: the run stays the eager run up to rounding."""
+    args = (*CARTPOLE, "algo.epochs=1", "comm.procs=2", "algo.num_test_episodes=0")
+    compiled = train(tmp_path / "compiled", *args)
+    eager = train(tmp_path / "eager", *args, "backend.compile=false")
+    np.testing.assert_allclose(compiled["LossQ"], eager["LossQ"], rtol=1e-3)
+    np.testing.assert_allclose(compiled["AverageQVals"], eager["AverageQVals"], rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env", "message"),
+    [
+        (
+            ("algo=sac", "env=Pendulum-v1"),
+            {},
+            "backend.compile=true compiles the gradient step of the DQN family (algo=dqn, c51, qrdqn, rainbow); "
+            "algo=sac has none to compile: set backend.compile=false",
+        ),
+        (
+            ("algo=dqn",),
+            {"CXX": "no-such-compiler"},
+            "backend.compile=true needs the C++ compiler that torch.compile calls, no-such-compiler ($CXX, else "
+            "g++), which is not on PATH; install one or set backend.compile=false",
+        ),
+    ],
+)
+def test_where_it_cannot_compile_it_says_so_in_one_line(tmp_path, overrides, env, message):
+    res = run_cli(f"hydra.run.dir={tmp_path / 'run'}", *overrides, "backend.compile=true", env=env)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [f"rlexp: error: {message}"]
+    assert not (tmp_path / "run").exists()
