@@ -8,6 +8,8 @@ run. Each compilation takes seconds: the cases share their options."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from gymnasium import spaces
 
 from rlexp.algos import ALGOS
 from rlexp.seeding import RankSeeds
-from tests.conftest import composed, run_cli, train
+from tests.conftest import ROOT, composed, run_cli, train
 from tests.test_resume import assert_resumes_exactly
 
 OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
@@ -137,6 +139,23 @@ def test_with_two_ranks_a_compiled_run_averages_the_gradients_as_the_eager_one(t
     eager = train(tmp_path / "eager", *args, "backend.compile=false")
     np.testing.assert_allclose(compiled["LossQ"], eager["LossQ"], rtol=1e-3)
     np.testing.assert_allclose(compiled["AverageQVals"], eager["AverageQVals"], rtol=1e-3)
+
+
+def test_a_compiled_learner_that_only_acts_does_not_import_dynamo():
+    """``torch.compile`` imports Dynamo (~1.3 s): a learner built to act (rlexp.load, test_policy of a
+    compiled run) must not pay it; the first gradient step does."""
+    code = (
+        "import sys, numpy as np; from gymnasium import spaces\n"
+        "from tests.test_compile import learner, batches, CASES\n"
+        "lrn = learner(True, *CASES['dqn'])\n"
+        "lrn.act(np.zeros(5, np.float32))\n"
+        "print('torch._dynamo' in sys.modules)\n"
+        "lrn.update(batches(False)[0])\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["False", "True"]
 
 
 @pytest.mark.parametrize(

@@ -311,11 +311,16 @@ class CompiledStep:
         self.adam = isinstance(optimizer, torch.optim.Adam)
         #: seconds of the first call, which compiles (None until then)
         self.seconds: float | None = None
+        self._compiled: list[Callable[..., Any]] | None = None  # made at the first step
+
+    def _compile(self) -> list[Callable[..., Any]]:
+        """The compiled functions, made at the first step (``torch.compile`` imports Dynamo, ~1.3 s: a
+        learner built to act, ``rlexp.load`` or test_policy of a compiled run, never pays it): the whole
+        step with one rank, else the gradient and the rule."""
         compiled = lambda fn: torch.compile(fn, fullgraph=True, dynamic=False)  # noqa: E731
         if comm.num_procs() == 1:
-            self._step = compiled(self._whole)
-        else:
-            self._gradient_c, self._rule_c = compiled(self._gradient), compiled(self._rule)
+            return [compiled(self._whole)]
+        return [compiled(self._gradient), compiled(self._rule)]
 
     def _gradient(self, flat: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, Stats]:
         grad, (loss, stats) = torch.func.grad_and_value(self.loss, has_aux=True)(flat, batch)
@@ -366,16 +371,19 @@ class CompiledStep:
     def __call__(self, batch: Batch) -> tuple[torch.Tensor, Stats]:
         """One step on ``batch``: (the loss, the loss function's statistics)."""
         start = time.perf_counter() if self.seconds is None else None
+        if self._compiled is None:
+            self._compiled = self._compile()
         state, flat = optimizer_state(self.optimizer), self.flat.detach()
         coef = self._coefficients(state[0])
-        if comm.num_procs() == 1:
-            loss, stats = self._step(flat, batch, state, coef)
+        if len(self._compiled) == 1:
+            loss, stats = self._compiled[0](flat, batch, state, coef)
         else:
-            grad, loss, stats = self._gradient_c(flat, batch)
+            gradient, rule = self._compiled
+            grad, loss, stats = gradient(flat, batch)
             assert self.flat.grad is not None
             self.flat.grad.copy_(grad)
             avg_grads([self.flat])
-            self._rule_c(flat, self.flat.grad, state, coef)
+            rule(flat, self.flat.grad, state, coef)
         if start is not None:
             self.seconds = time.perf_counter() - start
         return loss, stats
