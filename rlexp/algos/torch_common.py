@@ -295,7 +295,7 @@ class CompiledStep:
 
     :param loss: ``loss(flat, batch) -> (loss, stats)``, written with functional calls of the networks
         on ``flat`` (:class:`FlatLayout`); ``batch`` holds tensors only (the compiled function is
-        specialised to their shapes: one compilation per run, ~5-15 s, reported by :attr:`seconds`).
+        specialised to their shapes: one compilation per process, 4-40 s here, reported by :attr:`seconds`).
     :param flat: the flat parameter; its optimizer ``optimizer`` has it as its only parameter.
     :param max_grad_norm: the clip (None: none).
     """
