@@ -145,7 +145,7 @@ def test_a_compiled_learner_that_only_acts_does_not_import_dynamo():
     """``torch.compile`` imports Dynamo (~1.3 s): a learner built to act (rlexp.load, test_policy of a
     compiled run) must not pay it; the first gradient step does."""
     code = (
-        "import sys, numpy as np; from gymnasium import spaces\n"
+        "import sys, numpy as np\n"
         "from tests.test_compile import learner, batches, CASES\n"
         "lrn = learner(True, *CASES['dqn'])\n"
         "lrn.act(np.zeros(5, np.float32))\n"

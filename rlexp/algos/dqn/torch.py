@@ -225,6 +225,17 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
             errors = td**2
         return errors, q, td.detach().abs()
 
+    def mean_loss(
+        self, batch: Batch, errors: torch.Tensor, q: torch.Tensor, priority: torch.Tensor
+    ) -> tuple[torch.Tensor, Stats]:
+        """The minibatch's loss from :meth:`errors`' three (importance-weighted under prioritized replay)
+        and the step's statistics: QVals, and the sampled transitions' new priorities (``Priority``)."""
+        stats: Stats = {"QVals": q}
+        if "weights" not in batch:
+            return errors.mean(), stats
+        stats["Priority"] = priority + self.algo.per_eps
+        return (errors * batch["weights"]).mean(), stats
+
     def flat_loss(self, flat: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Stats]:
         """The compiled step's loss as a function of the online network's flat parameters ``flat``;
         ``batch`` carries the target network's (``params_targ``) and the noise draws."""
@@ -237,28 +248,22 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
             return torch.func.functional_call(self.q_targ, params_targ, (obs, noise))
 
         errors, qv, priority = self.errors(batch, batch.get("noise"), batch.get("noise_targ"), (q, q_targ))
-        stats: Stats = {"QVals": qv.detach()}
-        if "weights" in batch:
-            stats["Priority"] = priority + self.algo.per_eps
-            return (errors * batch["weights"]).mean(), stats
-        return errors.mean(), stats
+        return self.mean_loss(batch, errors, qv.detach(), priority)
 
     def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
         noise, noise_targ = self.draws(batch, "noise"), self.draws(batch, "noise_targ")
         if self.compiled is not None:
-            extra = {"params_targ": self.q_targ_flat, "noise": noise, "noise_targ": noise_targ}
-            loss, stats = self.compiled({**batch, **{k: v for k, v in extra.items() if v is not None}})
+            extra = {"params_targ": self.q_targ_flat}
+            if noise is not None:  # a noisy network's draws (both or neither)
+                extra.update(noise=noise, noise_targ=noise_targ)
+            loss, stats = self.compiled({**batch, **extra})
             return {"LossQ": loss, **stats}
-        errors, q, priority = self.errors(batch, noise, noise_targ, (self.q, self.q_targ))
-        loss = (errors * batch["weights"]).mean() if "weights" in batch else errors.mean()
+        loss, stats = self.mean_loss(batch, *self.errors(batch, noise, noise_targ, (self.q, self.q_targ)))
         self.q_flat.grad.zero_()  # the layers' gradients are views of it (flatten_)
         loss.backward()
         avg_grads([self.q_flat])
         if algo.max_grad_norm is not None:
             clip_flat_grad_(self.q_flat, algo.max_grad_norm)
         self.optimizer.step()
-        stats: Stats = {"LossQ": loss, "QVals": q}
-        if "weights" in batch:  # prioritized replay: the sampled transitions' new priorities
-            stats["Priority"] = priority + algo.per_eps
-        return stats
+        return {"LossQ": loss, **stats}
