@@ -10,7 +10,7 @@ settings as SB3 (its activations flax's). Prints figures and ratios; asserts not
     python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-sbx]
                                    [--no-mpi] [--no-envpath] [--no-contention]
 
-The DQN family's rows (``dqn``, ``dqn-atari``, ``qrdqn``, ``rainbow``) also time rlexp's torch with
+The off-policy rows but ``crossq`` (``COMPILED_ROWS``) also time rlexp's torch with
 ``backend.compile=true`` (``rlexp-cmp``: each gradient step one ``torch.compile``d function) in the same
 alternation, with the seconds its compilation took; that falls before the window (the first gradient
 step is at ``LEARNING_STARTS``), so the line says it apart.
@@ -98,8 +98,8 @@ ENVS = {
 }
 # The peers that have a row's algorithm (all others: every peer): QR-DQN is sb3-contrib's; no peer has Rainbow
 ROW_PEERS = {"qrdqn": ("sb3",), "rainbow": ()}
-# rows also timed with torch's backend.compile (the DQN family's compiled gradient step), as "rlexp-cmp"
-COMPILED_ROWS = {"dqn", "dqn-atari", "qrdqn", "rainbow"}
+# rows also timed with torch's backend.compile (each gradient step one compiled call), as "rlexp-cmp"
+COMPILED_ROWS = {"sac", "td3", "sac-zoo", "td3-zoo", "tqc", "dqn", "dqn-atari", "qrdqn", "rainbow"}
 DQN_REPLAY = 10_000  # dqn-atari's replay on both sides: small enough for SB3's two stacks per transition
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs
@@ -497,7 +497,7 @@ def main() -> None:
         ours, tf = [], []
         theirs: dict[str, list[float]] = {peer: [] for peer in peers if peer in ROW_PEERS.get(algo, peers)}
         warmup, window = SHORT_WINDOW.get(algo, (args.warmup, args.window))
-        compiled: list[float] = []  # torch's backend.compile (the DQN family's rows)
+        compiled: list[float] = []  # torch's backend.compile (COMPILED_ROWS)
         build: list[float] = []  # its compilation, seconds
         for _ in range(args.reps):  # rlexp torch, rlexp tf, SB3 and SBX in turn, so all see the same load
             ours.append(child("rlexp", algo, warmup, window, args.batch))

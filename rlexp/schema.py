@@ -143,7 +143,8 @@ class BackendConfig:
 class TorchBackendConfig(BackendConfig):
     """PyTorch (``conf/backend/torch.yaml``): ``flush_denormal`` flushes subnormal floats to zero in the
     learner's updates on the CPU, as TensorFlow and XLA always do; ``compile`` runs each gradient step as
-    one function compiled by ``torch.compile`` (the DQN family), which needs a C++ compiler."""
+    one function compiled by ``torch.compile`` (the off-policy algorithms but CrossQ), which needs a C++
+    compiler."""
 
     flush_denormal: bool = MISSING
     compile: bool = MISSING
@@ -407,8 +408,9 @@ class RLExpConfig:
         if getattr(self.backend, "compile", False):
             check(
                 type(self.algo).TORCH_COMPILE,
-                "backend.compile=true compiles the gradient step of the DQN family (algo=dqn, c51, qrdqn, "
-                f"rainbow); algo={self.algo.name} has none to compile: set backend.compile=false",
+                "backend.compile=true compiles the gradient step of the off-policy algorithms (algo=ddpg, td3, "
+                f"sac, tqc, dqn, c51, qrdqn, rainbow); algo={self.algo.name} has none to compile: set "
+                "backend.compile=false",
             )
             cxx = os.environ.get("CXX", "g++")
             check(

@@ -1,9 +1,11 @@
-"""torch's ``backend.compile`` (issue 74): the DQN family's gradient step as one function compiled by
-``torch.compile``. It must take the eager step's steps up to rounding (the same losses, gradient, clip
-and optimizer rule; inductor sums in another order), leave the optimizer's state as torch's own step
-does (so that either kind of learner reads the other's checkpoints), resume exactly (the compiled
-kernels are deterministic), average gradients over ranks, and be refused in one line where it cannot
-run. Each compilation takes seconds: the cases share their options."""
+"""torch's ``backend.compile`` (issue 74): an off-policy learner's gradient step (DQN's one optimizer
+step; DDPG's, TD3's, SAC's and TQC's critics, policy, alpha and polyak update) as one function compiled
+by ``torch.compile``. It must take the eager step's steps up to rounding (the same losses, gradients,
+clip and optimizer rules; inductor sums in another order), draw the same random numbers, leave the
+optimizers' state as torch's own steps do (so that either kind of learner reads the other's
+checkpoints), resume exactly (the compiled kernels are deterministic), average gradients over ranks,
+and be refused in one line where it cannot run. Each compilation takes seconds: the cases share their
+options."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from tests.test_resume import assert_resumes_exactly
 
 OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
 ACTIONS = spaces.Discrete(3)
+BOX = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 # each option of the loss and the optimizer in at least one case
 CASES = {
@@ -43,15 +46,28 @@ CASES = {
     "rainbow": ("algo=rainbow",),
     # the quantile Huber loss (its pairwise formula, differentiated by autograd)
     "qrdqn": ("algo=qrdqn", "algo.num_quantiles=7"),
+    # critics, policy (its draws from the learner's stream), a fixed alpha, the polyak update
+    "sac": ("algo=sac", "algo.alpha=0.1"),
+    # the third stage: alpha learned
+    "sac-autotune": ("algo=sac", "algo.autotune_alpha=true"),
+    # quantile critics, the sorted target atoms with the largest dropped
+    "tqc": ("algo=tqc", "algo.n_quantiles=5", "algo.drop_per_critic=1"),
+    # a deterministic policy with its target, the target policy's noise, policy_delay 2: two compiled
+    # steps, with and without the policy's
+    "td3": ("algo=td3",),
+    "ddpg": ("algo=ddpg",),
 }
+# the flat parameters of each kind of learner that the compiled step changes
+GROUPS = ("q_flat", "q_targ_flat", "pi_flat", "pi_targ_flat", "log_alpha")
 
 
 def learner(compiled: bool, *overrides: str):
     cfg = composed(*overrides, "network.hidden_sizes=[16,16]", f"backend.compile={compiled}")
-    return ALGOS["dqn"].learner_class("torch")(OBS, ACTIONS, cfg, RankSeeds(0))
+    actions = ACTIONS if cfg.algo.name in ("dqn",) else BOX
+    return ALGOS[cfg.algo.name].learner_class("torch")(OBS, actions, cfg, RankSeeds(0))
 
 
-def batches(weights: bool, n: int = 12, size: int = 8) -> list[dict]:
+def batches(weights: bool, n: int = 12, size: int = 8, continuous: bool = False) -> list[dict]:
     rng = np.random.default_rng(5)
     f32 = np.float32
     out = []
@@ -59,15 +75,25 @@ def batches(weights: bool, n: int = 12, size: int = 8) -> list[dict]:
         b = {
             "obs": rng.normal(size=(size, 5)).astype(f32),
             "obs2": rng.normal(size=(size, 5)).astype(f32),
-            "act": rng.integers(0, 3, size),
+            "act": rng.uniform(-1, 1, (size, 2)).astype(f32) if continuous else rng.integers(0, 3, size),
             "rew": rng.normal(size=size).astype(f32),
             "done": (rng.uniform(size=size) < 0.2).astype(f32),
-            "discount": (0.99 ** rng.integers(1, 4, size)).astype(f32),
         }
+        if not continuous:
+            b["discount"] = (0.99 ** rng.integers(1, 4, size)).astype(f32)
         if weights:
             b["weights"] = rng.uniform(0.3, 1.0, size).astype(f32)
         out.append(b)
     return out
+
+
+def data_for(lrn) -> list[dict]:
+    continuous = lrn.algo.name != "dqn"
+    return batches(weights=getattr(lrn.algo, "prioritized", False), continuous=continuous)
+
+
+def groups(lrn) -> dict[str, torch.Tensor]:
+    return {name: getattr(lrn, name).detach() for name in GROUPS if hasattr(lrn, name)}
 
 
 def close(a, b, where: str) -> None:
@@ -79,9 +105,9 @@ def test_a_compiled_step_takes_the_eager_steps_up_to_rounding(case):
     from torch._dynamo.utils import counters
 
     eager, compiled = learner(False, *CASES[case]), learner(True, *CASES[case])
-    assert eager.compiled is None and compiled.compiled is not None
+    assert not eager.compiles and compiled.compiles
     counters.clear()
-    data = batches(weights=eager.algo.prioritized)
+    data = data_for(eager)
     # one step, then a burst: both paths of the loop
     stats = {}
     for name, lrn in (("eager", eager), ("compiled", compiled)):
@@ -92,26 +118,34 @@ def test_a_compiled_step_takes_the_eager_steps_up_to_rounding(case):
         assert a.keys() == b.keys() and isinstance(b["LossQ"], float), i
         for key in a:
             close(a[key], b[key], f"step {i} {key}")
-    close(eager.q_flat.detach(), compiled.q_flat.detach(), "weights")
-    assert counters["stats"]["unique_graphs"] == 1  # one compilation: nothing recompiled
-    assert not torch.equal(compiled.q_flat, learner(True, *CASES[case]).q_flat)  # it learnt
+    start = groups(learner(True, *CASES[case]))
+    for name, value in groups(eager).items():
+        close(value, groups(compiled)[name], name)
+        learns = name != "log_alpha" or eager.alpha_optimizer is not None  # else a constant
+        assert torch.equal(groups(compiled)[name], start[name]) != learns, name
+    # one compilation, or two with a policy delay (steps with and without the policy's): no recompiles
+    assert counters["stats"]["unique_graphs"] == (2 if eager.policy_delay > 1 else 1)
     # torch's own state: the same keys, dtypes and values (a checkpoint reads into either learner)
-    sa, sb = eager.optimizer.state_dict(), compiled.optimizer.state_dict()
-    assert sa["param_groups"] == sb["param_groups"] and sa["state"].keys() == sb["state"].keys()
-    for key, value in sa["state"][0].items():
-        other = sb["state"][0][key]
-        assert value.dtype == other.dtype and value.shape == other.shape, key
-        close(value, other, key)
-    # the noise generator moved as the eager one's (rainbow draws from it at each step)
+    for key, opt in eager.optimizers().items():
+        sa, sb = opt.state_dict(), compiled.optimizers()[key].state_dict()
+        assert sa["param_groups"] == sb["param_groups"] and sa["state"].keys() == sb["state"].keys(), key
+        for name, value in sa["state"][0].items():
+            other = sb["state"][0][name]
+            assert value.dtype == other.dtype and value.shape == other.shape, (key, name)
+            close(value, other, f"{key} {name}")
+    # the generator moved as the eager one's (noisy nets, SAC's and TD3's draws come from it at each step)
     assert torch.equal(eager.gen.get_state(), compiled.gen.get_state())
-    assert np.array_equal(eager.act(data[0]["obs"][0]), compiled.act(data[0]["obs"][0]))
+    close(eager.act(data[0]["obs"][0]), compiled.act(data[0]["obs"][0]), "action")
     # a checkpoint of the compiled learner continues in an eager one
     other = learner(False, *CASES[case])
     other.load_state_dict(copy.deepcopy(compiled.state_dict()))  # not sharing the optimizer's tensors
     other.update(data[0])
     compiled.update(data[0])
-    close(other.q_flat.detach(), compiled.q_flat.detach(), "after loading")
-    assert compiled.log_lines()[0].startswith("backend.compile: torch.compile built the gradient step in ")
+    for name, value in groups(other).items():
+        close(value, groups(compiled)[name], f"{name} after loading")
+    lines = compiled.log_lines()
+    assert lines[0].startswith("backend.compile: torch.compile built the gradient step in "), lines
+    assert len(lines) == (2 if eager.policy_delay > 1 else 1), lines
     assert compiled.log_lines() == []  # once
 
 
@@ -123,22 +157,43 @@ CARTPOLE = (
 )  # fmt: skip
 
 
-def test_a_compiled_run_says_how_long_it_compiled_and_resumes_exactly(tmp_path):
+# TD3: two compiled steps (with and without the policy's), the target policy's noise from the stream
+PENDULUM = (
+    "algo=td3", "env=Pendulum-v1", "algo.steps_per_epoch=200", "algo.start_steps=100",
+    "algo.update_after=100", "algo.update_every=50", "algo.batch_size=16", "algo.num_test_episodes=1",
+    "network.hidden_sizes=[16,16]", "algo.keep_checkpoints=null", "backend.compile=true",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("args", [CARTPOLE, PENDULUM], ids=["dqn", "td3"])
+def test_a_compiled_run_says_how_long_it_compiled_and_resumes_exactly(tmp_path, args):
     whole = tmp_path / "whole"
-    res = run_cli(f"hydra.run.dir={whole}", *CARTPOLE, "algo.epochs=3", "algo.save_freq=1")
+    res = run_cli(f"hydra.run.dir={whole}", *args, "algo.epochs=3", "algo.save_freq=1")
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.count("backend.compile: torch.compile built the gradient step in") == 1
     assert_resumes_exactly(whole, tmp_path / "part", 1)
 
 
 @pytest.mark.mpi
-def test_with_two_ranks_a_compiled_run_averages_the_gradients_as_the_eager_one(tmp_path):
-    """Two compiled calls around the allreduce: the run stays the eager run up to rounding."""
-    args = (*CARTPOLE, "algo.epochs=1", "comm.procs=2", "algo.num_test_episodes=0")
+@pytest.mark.parametrize(
+    ("args", "stats"),
+    [
+        (CARTPOLE, ("LossQ", "AverageQVals")),
+        # three stages (critics, policy, alpha), each gradient averaged before its rule
+        (
+            (*PENDULUM, "algo=sac", "algo.autotune_alpha=true"),
+            ("LossQ", "AverageQ1Vals", "LossPi", "AverageLogPi", "LossAlpha"),
+        ),
+    ],
+    ids=["dqn", "sac"],
+)
+def test_with_two_ranks_a_compiled_run_averages_the_gradients_as_the_eager_one(tmp_path, args, stats):
+    """Two compiled calls per stage around the allreduce: the run stays the eager run up to rounding."""
+    args = (*args, "algo.epochs=1", "comm.procs=2", "algo.num_test_episodes=0")
     compiled = train(tmp_path / "compiled", *args)
     eager = train(tmp_path / "eager", *args, "backend.compile=false")
-    np.testing.assert_allclose(compiled["LossQ"], eager["LossQ"], rtol=1e-3)
-    np.testing.assert_allclose(compiled["AverageQVals"], eager["AverageQVals"], rtol=1e-3)
+    for key in stats:
+        np.testing.assert_allclose(compiled[key], eager[key], rtol=1e-3, err_msg=key)
 
 
 def test_a_compiled_learner_that_only_acts_does_not_import_dynamo():
@@ -162,10 +217,10 @@ def test_a_compiled_learner_that_only_acts_does_not_import_dynamo():
     ("overrides", "env", "message"),
     [
         (
-            ("algo=sac", "env=Pendulum-v1"),
+            ("algo=crossq", "env=Pendulum-v1"),
             {},
-            "backend.compile=true compiles the gradient step of the DQN family (algo=dqn, c51, qrdqn, rainbow); "
-            "algo=sac has none to compile: set backend.compile=false",
+            "backend.compile=true compiles the gradient step of the off-policy algorithms (algo=ddpg, td3, sac, "
+            "tqc, dqn, c51, qrdqn, rainbow); algo=crossq has none to compile: set backend.compile=false",
         ),
         (
             ("algo=dqn",),

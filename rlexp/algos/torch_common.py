@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import functools
 import hashlib
 import inspect
 import math
@@ -54,8 +56,9 @@ def _eager(method: Any) -> None:
     torch._dynamo (~1.3 s, as long as torch's own import, in every process of a torch run).
 
     torch imports Dynamo on the first call of such a method, only to run it unseen by Dynamo; rlexp
-    compiles only with ``backend.compile`` (:class:`CompiledStep`). The wrapper caches what it would call on the function (``__dynamo_disable``): given
-    this one, the function runs as it is when nothing is being compiled, and is handed to Dynamo's
+    compiles only with ``backend.compile`` (:class:`CompiledUpdate`). The wrapper caches what it would
+    call on the function (``__dynamo_disable``): given this one, the function runs as it is when nothing
+    is being compiled, and is handed to Dynamo's
     ``disable`` when something is (a user's ``torch.compile`` in the same process), as torch does.
     Where torch's wrapper is not the one expected, nothing changes (Dynamo is imported, as before).
     """
@@ -252,19 +255,31 @@ def clip_flat_grad_(flat: torch.Tensor, max_norm: float) -> None:
 
 
 class FlatLayout:
-    """Where each parameter of a module sits in its flat tensor (:func:`flatten_`, in ``parameters()``
-    order): ``layout(flat)`` is the dict of named views that ``torch.func.functional_call`` takes, so
-    that the module runs on ``flat`` (or on an equal-layout copy, a target network's)."""
+    """Where each parameter of some modules sits in their flat tensor (:func:`flatten_`, in
+    ``parameters()`` order, module after module): ``layout(flat)`` is the modules as functions of
+    ``flat`` (or of an equal-layout copy, a target network's), each through
+    ``torch.func.functional_call`` on named views of its part of ``flat``: what a compiled update
+    (:class:`CompiledUpdate`) runs them on."""
 
-    def __init__(self, module: torch.nn.Module) -> None:
-        named = list(module.named_parameters())
-        self.names = [name for name, _ in named]
-        self.shapes = [p.shape for _, p in named]
-        self.sizes = [p.numel() for _, p in named]
+    def __init__(self, *modules: torch.nn.Module) -> None:
+        self.modules = modules
+        self.names = [[name for name, _ in m.named_parameters()] for m in modules]
+        self.shapes = [[p.shape for p in m.parameters()] for m in modules]
+        self.sizes = [[p.numel() for p in m.parameters()] for m in modules]
 
-    def __call__(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        parts = flat.split(self.sizes)
-        return {name: x.view(shape) for name, x, shape in zip(self.names, parts, self.shapes, strict=True)}
+    def params(self, flat: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """Each module's named views of ``flat``."""
+        parts = flat.split([sum(sizes) for sizes in self.sizes])
+        return [
+            {n: x.view(shape) for n, x, shape in zip(names, part.split(sizes), shapes, strict=True)}
+            for part, names, shapes, sizes in zip(parts, self.names, self.shapes, self.sizes, strict=True)
+        ]
+
+    def __call__(self, flat: torch.Tensor) -> list[Callable[..., Any]]:
+        def bound(module: torch.nn.Module, params: dict[str, torch.Tensor]) -> Callable[..., Any]:
+            return lambda *args, **kwargs: torch.func.functional_call(module, params, args, kwargs)
+
+        return [bound(m, p) for m, p in zip(self.modules, self.params(flat), strict=True)]
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -284,31 +299,54 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [state["step"], state["square_avg"], state["grad_avg"]]
 
 
-class CompiledStep:
-    """One gradient step of a flat parameter group (:func:`flatten_`) as one function compiled by
-    ``torch.compile`` (``backend.compile``): the loss, its gradient (``torch.func.grad_and_value``), the
-    clip to a global norm and the optimizer's rule (:class:`FusedAdam`'s or :class:`CenteredRMSprop`'s,
-    on the optimizer's own state) in one call, where the eager step dispatches ~60 ops from Python and
-    runs autograd's engine. Inductor fuses them into a few C++ loops: the same arithmetic, rounded
-    differently (sums in another order), deterministic from call to call, so a resumed run continues
-    exactly. With several ranks the gradient and the rule are two compiled calls around the MPI average.
+#: a compiled update's loss: (all parameter groups by name, the batch, the statistics of the stages
+#: before) -> (the loss, its statistics)
+StageLoss = Callable[[dict[str, torch.Tensor], Batch, Stats], tuple[torch.Tensor, Stats]]
 
-    :param loss: ``loss(flat, batch) -> (loss, stats)``, written with functional calls of the networks
-        on ``flat`` (:class:`FlatLayout`); ``batch`` holds tensors only (the compiled function is
-        specialised to their shapes: one compilation per process, 4-40 s here, reported by :attr:`seconds`).
-    :param flat: the flat parameter; its optimizer ``optimizer`` has it as its only parameter.
-    :param max_grad_norm: the clip (None: none).
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One optimizer step inside a :class:`CompiledUpdate`: the gradient of ``loss`` with respect to the
+    parameter group ``group`` (the others held constant, as frozen critics are in a policy step), clipped
+    to the global norm ``max_grad_norm`` (None: not clipped), then ``optimizer``'s rule on the group.
+    ``stat`` names the loss in the update's statistics."""
+
+    group: str
+    loss: StageLoss
+    optimizer: torch.optim.Optimizer
+    stat: str
+    max_grad_norm: float | None = None
+
+
+class CompiledUpdate:
+    """One gradient step of a learner, all its optimizer steps in order (DQN: one; SAC: the critics,
+    the policy, alpha) and then ``finish`` (the polyak average of the targets), as one function
+    compiled by ``torch.compile`` (``backend.compile``), where the eager step dispatches ~60 ops per
+    optimizer step from Python and runs autograd's engine. Each stage's loss is the learner's own
+    (written on functions of its flat parameters, :class:`FlatLayout`), its gradient comes from
+    ``torch.func.grad_and_value``, and the clip and the optimizer's rule (:class:`FusedAdam`'s or
+    :class:`CenteredRMSprop`'s, on the optimizer's own state) are tensor arithmetic. Inductor fuses them
+    into a few C++ loops: the same arithmetic, rounded differently (sums in another order), deterministic
+    from call to call, so a resumed run continues exactly. With several ranks each stage is two compiled
+    calls, its gradient and its rule, around the MPI average, and ``finish`` runs as it is.
+
+    :param groups: the flat parameters by name (:func:`flatten_`, and the targets' flat tensors): the
+        stages' groups and whatever their losses read.
+    :param stages: the optimizer steps, in order; a stage's loss sees the groups as the stages before it
+        left them, and their statistics.
+    :param finish: ``finish(groups)``, in place and without gradients, after the stages (None: nothing).
+
+    The compiled function is specialised to the shapes of the batch's tensors: one compilation per
+    process, 4-40 s here, reported by :attr:`seconds`.
     """
 
     def __init__(
         self,
-        loss: Callable[[torch.Tensor, Batch], tuple[torch.Tensor, Stats]],
-        flat: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        max_grad_norm: float | None,
+        groups: dict[str, torch.Tensor],
+        stages: list[Stage],
+        finish: Callable[[dict[str, torch.Tensor]], None] | None = None,
     ) -> None:
-        self.loss, self.flat, self.optimizer, self.max_grad_norm = loss, flat, optimizer, max_grad_norm
-        self.adam = isinstance(optimizer, torch.optim.Adam)
+        self.groups, self.stages, self.finish = groups, stages, finish
         #: seconds of the first call, which compiles (None until then)
         self.seconds: float | None = None
         self._compiled: list[Callable[..., Any]] | None = None  # made at the first step
@@ -316,24 +354,39 @@ class CompiledStep:
     def _compile(self) -> list[Callable[..., Any]]:
         """The compiled functions, made at the first step (``torch.compile`` imports Dynamo, ~1.3 s: a
         learner built to act, ``rlexp.load`` or test_policy of a compiled run, never pays it): the whole
-        step with one rank, else the gradient and the rule."""
+        update with one rank, else each stage's gradient and the rule."""
         compiled = lambda fn: torch.compile(fn, fullgraph=True, dynamic=False)  # noqa: E731
         if comm.num_procs() == 1:
             return [compiled(self._whole)]
-        return [compiled(self._gradient), compiled(self._rule)]
+        n = len(self.stages)
+        return [
+            compiled(functools.partial(f, i)) for f in (self._gradient, self._step_rule) for i in range(n)
+        ]
 
-    def _gradient(self, flat: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, Stats]:
-        grad, (loss, stats) = torch.func.grad_and_value(self.loss, has_aux=True)(flat, batch)
-        return grad, loss, stats
+    def _gradient(
+        self, i: int, groups: dict[str, torch.Tensor], batch: Batch, before: Stats
+    ) -> tuple[torch.Tensor, torch.Tensor, Stats]:
+        stage = self.stages[i]
 
+        def loss(flat: torch.Tensor) -> tuple[torch.Tensor, Stats]:
+            return stage.loss({**groups, stage.group: flat}, batch, before)
+
+        grad, (value, stats) = torch.func.grad_and_value(loss, has_aux=True)(groups[stage.group])
+        return grad, value, stats
+
+    @staticmethod
     def _rule(
-        self, flat: torch.Tensor, grad: torch.Tensor, state: list[torch.Tensor], coef: torch.Tensor
+        flat: torch.Tensor,
+        grad: torch.Tensor,
+        state: list[torch.Tensor],
+        coef: torch.Tensor,
+        group: dict[str, Any],
+        max_grad_norm: float | None,
     ) -> None:
-        if self.max_grad_norm is not None:  # clip_flat_grad_'s rule
-            grad = grad * (self.max_grad_norm / (torch.linalg.vector_norm(grad) + 1e-6)).clamp(max=1.0)
-        group = self.optimizer.param_groups[0]
+        if max_grad_norm is not None:  # clip_flat_grad_'s rule
+            grad = grad * (max_grad_norm / (torch.linalg.vector_norm(grad) + 1e-6)).clamp(max=1.0)
         state[0].add_(1)
-        if self.adam:  # torch._fused_adam_'s arithmetic; coef: lr / (1 - beta1^t), sqrt(1 - beta2^t)
+        if "betas" in group:  # torch._fused_adam_'s arithmetic; coef: lr / (1 - beta1^t), sqrt(1 - beta2^t)
             _, m, v = state
             beta1, beta2 = group["betas"]
             m.lerp_(grad, 1 - beta1)
@@ -347,46 +400,84 @@ class CompiledStep:
             avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt() + group["eps"]
             flat.sub_(coef[0] * grad / avg)
 
-    def _whole(
-        self, flat: torch.Tensor, batch: Batch, state: list[torch.Tensor], coef: torch.Tensor
-    ) -> tuple[torch.Tensor, Stats]:
-        grad, loss, stats = self._gradient(flat, batch)
-        self._rule(flat, grad, state, coef)
-        return loss, stats
+    def _step_rule(
+        self, i: int, flat: torch.Tensor, grad: torch.Tensor, state: list[torch.Tensor], coef: torch.Tensor
+    ) -> None:
+        stage = self.stages[i]
+        self._rule(flat, grad, state, coef, self._hyper(stage), stage.max_grad_norm)
 
-    def _coefficients(self, step: torch.Tensor) -> torch.Tensor:
+    def _hyper(self, stage: Stage) -> dict[str, Any]:
+        """The numbers of ``stage``'s optimizer that its rule reads (compiled in as constants)."""
+        group = stage.optimizer.param_groups[0]
+        return {k: group[k] for k in ("betas", "eps", "alpha") if k in group}
+
+    def _whole(
+        self,
+        groups: dict[str, torch.Tensor],
+        batch: Batch,
+        states: list[list[torch.Tensor]],
+        coefs: list[torch.Tensor],
+    ) -> Stats:
+        stats: Stats = {}
+        for i, stage in enumerate(self.stages):
+            grad, value, more = self._gradient(i, groups, batch, stats)
+            self._rule(
+                groups[stage.group], grad, states[i], coefs[i], self._hyper(stage), stage.max_grad_norm
+            )
+            stats = {**stats, **more, stage.stat: value}
+        if self.finish is not None:
+            with torch.no_grad():
+                self.finish(groups)
+        return stats
+
+    @staticmethod
+    def _coefficients(optimizer: torch.optim.Optimizer, step: torch.Tensor) -> torch.Tensor:
         """The rule's scalars for the step after ``step`` as a float64 tensor (numbers would be compiled
         in as constants; powers computed inside the compiled function were recomputed per vector of
         parameters): Adam's ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)``, in double as torch's fused
         kernel computes them; RMSprop's ``lr``."""
-        group = self.optimizer.param_groups[0]
+        group = optimizer.param_groups[0]
         lr = float(group["lr"])
-        if not self.adam:
-            return torch.tensor([lr], dtype=torch.float64, device=self.flat.device)
+        device = group["params"][0].device
+        if "betas" not in group:
+            return torch.tensor([lr], dtype=torch.float64, device=device)
         t = float(step) + 1
         beta1, beta2 = group["betas"]
         values = [lr / (1 - beta1**t), math.sqrt(1 - beta2**t)]
-        return torch.tensor(values, dtype=torch.float64, device=self.flat.device)
+        return torch.tensor(values, dtype=torch.float64, device=device)
 
-    def __call__(self, batch: Batch) -> tuple[torch.Tensor, Stats]:
-        """One step on ``batch``: (the loss, the loss function's statistics)."""
+    def __call__(self, batch: Batch) -> Stats:
+        """One update on ``batch`` (tensors): the stages' statistics, each stage's loss under its ``stat``."""
         start = time.perf_counter() if self.seconds is None else None
         if self._compiled is None:
             self._compiled = self._compile()
-        state, flat = optimizer_state(self.optimizer), self.flat.detach()
-        coef = self._coefficients(state[0])
+        groups = {name: flat.detach() for name, flat in self.groups.items()}
+        states = [optimizer_state(stage.optimizer) for stage in self.stages]
         if len(self._compiled) == 1:
-            loss, stats = self._compiled[0](flat, batch, state, coef)
+            coefs = [
+                self._coefficients(s.optimizer, st[0]) for s, st in zip(self.stages, states, strict=True)
+            ]
+            stats = self._compiled[0](groups, batch, states, coefs)
         else:
-            gradient, rule = self._compiled
-            grad, loss, stats = gradient(flat, batch)
-            assert self.flat.grad is not None
-            self.flat.grad.copy_(grad)
-            avg_grads([self.flat])
-            rule(flat, self.flat.grad, state, coef)
+            n = len(self.stages)
+            gradients, rules = self._compiled[:n], self._compiled[n:]
+            stats = {}
+            for stage, state, gradient, rule in zip(self.stages, states, gradients, rules, strict=True):
+                grad, value, more = gradient(groups, batch, stats)
+                param = self.groups[stage.group]
+                if param.grad is None:
+                    param.grad = torch.zeros_like(param)
+                param.grad.copy_(grad)
+                avg_grads([param])
+                coef = self._coefficients(stage.optimizer, state[0])
+                rule(groups[stage.group], param.grad, state, coef)
+                stats = {**stats, **more, stage.stat: value}
+            if self.finish is not None:
+                with torch.no_grad():
+                    self.finish(groups)
         if start is not None:
             self.seconds = time.perf_counter() - start
-        return loss, stats
+        return stats
 
 
 def setup_torch(cfg: BackendConfig, procs: int) -> torch.device:
@@ -716,7 +807,43 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
 
     Subclasses build their networks in :meth:`initialising`, :meth:`sync` them, copy targets
     (:meth:`target`), flatten each group with its targets (:meth:`flat_group`) and make optimizers.
+    Those whose config class has ``TORCH_COMPILE`` give their step's stages (:meth:`compiled_stages`)
+    and, with ``backend.compile``, run each step through :meth:`compiled_update`.
     """
+
+    def __init__(
+        self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
+    ) -> None:
+        super().__init__(obs_space, act_space, cfg, seeds)
+        #: ``backend.compile``: each gradient step one compiled call (:meth:`compiled_update`)
+        self.compiles: bool = bool(getattr(cfg.backend, "compile", False))
+        self._compiled: dict[bool, CompiledUpdate] = {}  # by policy_step, built at first use
+        self._compile_logged: set[bool] = set()  # those whose compile time log_lines() gave
+
+    def compiled_stages(
+        self, policy_step: bool
+    ) -> tuple[dict[str, torch.Tensor], list[Stage], Callable[[dict[str, torch.Tensor]], None] | None]:
+        """A gradient step for :class:`CompiledUpdate`, with or without the policy's step: (the flat
+        parameter groups by name, the optimizer steps, what follows them)."""
+        raise NotImplementedError(f"{type(self).__name__} has no compiled step")
+
+    def compiled_update(self, batch: Batch, policy_step: bool) -> Stats:
+        """One gradient step on ``batch`` (tensors, with the step's random draws) as one compiled call
+        (one compilation for the steps with the policy's, one for those without)."""
+        update = self._compiled.get(policy_step)
+        if update is None:
+            update = self._compiled[policy_step] = CompiledUpdate(*self.compiled_stages(policy_step))
+        return update(batch)
+
+    def log_lines(self) -> list[str]:
+        lines = []
+        for policy_step, update in sorted(self._compiled.items(), reverse=True):
+            if update.seconds is None or policy_step in self._compile_logged:
+                continue
+            self._compile_logged.add(policy_step)
+            what = "gradient step" if policy_step else "critics' step (without the policy's)"
+            lines.append(f"backend.compile: torch.compile built the {what} in {update.seconds:.1f} s")
+        return lines
 
     def update(self, batch: Batch) -> Stats:
         with denormals_flushed(self.flush_denormal):

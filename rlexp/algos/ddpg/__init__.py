@@ -19,6 +19,7 @@ class DDPGConfig(OffPolicyConfig):
     """DDPG; see ``conf/algo/ddpg.yaml`` for the meaning of each key."""
 
     NAME: ClassVar[str] = "ddpg"
+    TORCH_COMPILE: ClassVar[bool] = True
     LR_KEYS: ClassVar[tuple[str, ...]] = ("pi_lr", "q_lr")
     SAMPLED_ACTIONS: ClassVar[str | None] = None  # mu(obs): acting adds no noise outside training
 

@@ -12,7 +12,7 @@ loss to the target quantiles (:meth:`DQNLearner.qr_losses`). A noisy network tak
 online and the target network at each step (:meth:`DQNLearner.draws`).
 
 With ``backend.compile`` the step is one function of the flat parameters compiled by ``torch.compile``
-(:class:`rlexp.algos.torch_common.CompiledStep`): the same losses (:meth:`DQNLearner.errors`) through
+(:class:`rlexp.algos.torch_common.CompiledUpdate`): the same losses (:meth:`DQNLearner.errors`) through
 functional calls of the networks, autograd's gradient by ``torch.func``, the clip and the optimizer's
 rule as tensor arithmetic; the same numbers up to rounding.
 """
@@ -27,9 +27,9 @@ from gymnasium import spaces
 from rlexp.algos.dqn.base import DQNLearnerBase
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.torch_common import (
-    CompiledStep,
     FlatLayout,
     OffPolicyTorchLearner,
+    Stage,
     adam,
     clip_flat_grad_,
     rmsprop,
@@ -78,18 +78,12 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         )
         forward = None if self.image is None else TorchForward(self.q, self.device)
         self.acting = self.numpy_acting(self.q, linear_layers, sigma_layers, forward)
-        #: ``backend.compile``: the gradient step compiled (None: eager)
-        self.compiled: CompiledStep | None = None
-        self.compile_logged = False  # whether log_lines() said how long the compilation took
-        if getattr(cfg.backend, "compile", False):
-            self.layout = FlatLayout(self.q)
-            self.compiled = CompiledStep(self.flat_loss, self.q_flat, self.optimizer, algo.max_grad_norm)
 
-    def log_lines(self) -> list[str]:
-        if self.compiled is None or self.compiled.seconds is None or self.compile_logged:
-            return []
-        self.compile_logged = True
-        return [f"backend.compile: torch.compile built the gradient step in {self.compiled.seconds:.1f} s"]
+    def compiled_stages(self, policy_step: bool) -> tuple[dict[str, torch.Tensor], list[Stage], None]:
+        """One stage: the optimizer's step on :meth:`flat_loss`."""
+        self.layout = FlatLayout(self.q)
+        stage = Stage("q", self.flat_loss, self.optimizer, "LossQ", self.algo.max_grad_norm)
+        return {"q": self.q_flat, "q_targ": self.q_targ_flat}, [stage], None
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"q": self.q, "q_targ": self.q_targ}
@@ -236,29 +230,21 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
         stats["Priority"] = priority + self.algo.per_eps
         return (errors * batch["weights"]).mean(), stats
 
-    def flat_loss(self, flat: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Stats]:
-        """The compiled step's loss as a function of the online network's flat parameters ``flat``;
-        ``batch`` carries the target network's (``params_targ``) and the noise draws."""
-        params, params_targ = self.layout(flat), self.layout(batch["params_targ"])
-
-        def q(obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
-            return torch.func.functional_call(self.q, params, (obs, noise))
-
-        def q_targ(obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
-            return torch.func.functional_call(self.q_targ, params_targ, (obs, noise))
-
+    def flat_loss(
+        self, groups: dict[str, torch.Tensor], batch: Batch, before: Stats
+    ) -> tuple[torch.Tensor, Stats]:
+        """The compiled step's loss as a function of the online and the target network's flat parameters
+        (``groups["q"]``, ``groups["q_targ"]``); ``batch`` carries the noise draws."""
+        (q,), (q_targ,) = self.layout(groups["q"]), self.layout(groups["q_targ"])
         errors, qv, priority = self.errors(batch, batch.get("noise"), batch.get("noise_targ"), (q, q_targ))
         return self.mean_loss(batch, errors, qv.detach(), priority)
 
     def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
         noise, noise_targ = self.draws(batch, "noise"), self.draws(batch, "noise_targ")
-        if self.compiled is not None:
-            extra = {"params_targ": self.q_targ_flat}
-            if noise is not None:  # a noisy network's draws (both or neither)
-                extra.update(noise=noise, noise_targ=noise_targ)
-            loss, stats = self.compiled({**batch, **extra})
-            return {"LossQ": loss, **stats}
+        if self.compiles:
+            draws = {} if noise is None else {"noise": noise, "noise_targ": noise_targ}  # both or neither
+            return self.compiled_update({**batch, **draws}, policy_step)
         loss, stats = self.mean_loss(batch, *self.errors(batch, noise, noise_targ, (self.q, self.q_targ)))
         self.q_flat.grad.zero_()  # the layers' gradients are views of it (flatten_)
         loss.backward()

@@ -20,6 +20,7 @@ class SACConfig(OffPolicyConfig):
     (policy, Q-functions, alpha)."""
 
     NAME: ClassVar[str] = "sac"
+    TORCH_COMPILE: ClassVar[bool] = True
 
     alpha: float = MISSING
     autotune_alpha: bool = MISSING

@@ -7,6 +7,9 @@ c), -1, 1))`` with ``eps ~ N(0, target_noise)``; one Adam step on ``MSE(Q1, y) +
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from gymnasium import spaces
 
@@ -27,21 +30,29 @@ class TD3Learner(DDPGLearner):
         super().__init__(obs_space, act_space, cfg, seeds)
         self.policy_delay = self.algo.policy_delay
 
-    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
+    def with_draws(self, batch: Batch, policy_step: bool) -> Batch:
+        """``batch`` with the standard normal draw of the target policy's noise (``target_noise``: given in
+        the parity tests, else from the ``learner`` stream)."""
+        if "target_noise" in batch:
+            return batch
+        return {**batch, "target_noise": self.noise((batch["obs"].shape[0], self.act_dim))}
+
+    def critic_loss(
+        self,
+        batch: Batch,
+        pi_targ: Callable[..., Any],
+        critics: list[Callable[..., Any]],
+        critics_targ: list[Callable[..., Any]],
+    ) -> tuple[torch.Tensor, Stats]:
+        """``MSE(Q1, y) + MSE(Q2, y)`` with the smaller target critic at the smoothed target action."""
         algo = self.algo
-        (q1, q2), (q1_targ, q2_targ) = self.qs, self.q_targs
+        (q1, q2), (q1_targ, q2_targ) = critics, critics_targ
         q1v, q2v = q1(batch["obs"], batch["act"]), q2(batch["obs"], batch["act"])
         with torch.no_grad():
-            a_targ = self.pi_targ(batch["obs2"])
-            # the standard normal draw: pre-drawn in the parity tests
-            noise = batch["target_noise"] if "target_noise" in batch else self.noise(a_targ.shape)
-            eps = torch.clamp(noise * algo.target_noise, -algo.noise_clip, algo.noise_clip)
+            a_targ = pi_targ(batch["obs2"])
+            eps = torch.clamp(batch["target_noise"] * algo.target_noise, -algo.noise_clip, algo.noise_clip)
             a2 = torch.clamp(a_targ + eps, -1.0, 1.0)
             q_targ = torch.min(q1_targ(batch["obs2"], a2), q2_targ(batch["obs2"], a2))
             backup = batch["rew"] + algo.gamma * (1 - batch["done"]) * q_targ
         loss_q = ((q1v - backup) ** 2).mean() + ((q2v - backup) ** 2).mean()
-        self.optimize(self.q_optimizer, loss_q)
-        stats = {"LossQ": loss_q, "Q1Vals": q1v, "Q2Vals": q2v}
-        if policy_step:
-            stats["LossPi"] = self.update_pi(batch["obs"])
-        return stats
+        return loss_q, {"Q1Vals": q1v.detach(), "Q2Vals": q2v.detach()}

@@ -8,6 +8,9 @@ all atoms, then its alpha step; then the polyak update of the target critics.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from gymnasium import spaces
 
@@ -44,27 +47,32 @@ class TQCLearner(SoftActorCritic):
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"pi": self.pi, "critics": self.critics, "critics_targ": self.critics_targ}
 
-    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
-        alpha, gamma = self.alpha, self.algo.gamma
-        quantiles = self.critics(batch["obs"], batch["act"])  # (batch, n_critics, n_quantiles)
+    def critic_modules(self) -> list[torch.nn.Module]:
+        return [self.critics]
+
+    def critic_targets(self) -> list[torch.nn.Module]:
+        return [self.critics_targ]
+
+    def critic_loss(
+        self,
+        batch: Batch,
+        alpha: float | torch.Tensor,
+        pi: Callable[..., Any],
+        critics: list[Callable[..., Any]],
+        critics_targ: list[Callable[..., Any]],
+    ) -> tuple[torch.Tensor, Stats]:
+        """The quantile Huber loss of every critic's atoms to the kept target atoms."""
+        gamma = self.algo.gamma
+        quantiles = critics[0](batch["obs"], batch["act"])  # (batch, n_critics, n_quantiles)
         with torch.no_grad():
-            a2, logp_a2 = self.pi(batch["obs2"], noise=self.draws(batch, "noise2"))
-            atoms = self.critics_targ(batch["obs2"], a2).flatten(1)  # all critics' atoms pooled
+            a2, logp_a2 = pi(batch["obs2"], noise=batch["noise2"])
+            atoms = critics_targ[0](batch["obs2"], a2).flatten(1)  # all critics' atoms pooled
             kept = torch.sort(atoms, dim=1).values[:, : self.kept]  # the largest dropped
             target = batch["rew"][:, None] + gamma * (1 - batch["done"][:, None]) * (
                 kept - alpha * logp_a2[:, None]
             )
         loss_q = quantile_huber_loss(quantiles, target[:, None, :])
-        self.optimize(self.q_optimizer, loss_q)
-        stats: Stats = {"LossQ": loss_q, "QVals": quantiles.detach().mean((1, 2))}
-        if policy_step:  # always: TQC has no policy delay
-            stats.update(
-                self.policy_step(
-                    batch["obs"],
-                    self.draws(batch, "noise"),
-                    alpha,
-                    lambda o, a: self.critics(o, a).mean((1, 2)),
-                )
-            )
-            self.polyak_update([(self.q_flat, self.q_targ_flat)])
-        return stats
+        return loss_q, {"QVals": quantiles.detach().mean((1, 2))}
+
+    def q_pi(self, critics: list[Callable[..., Any]], obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        return critics[0](obs, act).mean((1, 2))
