@@ -15,6 +15,7 @@ import inspect
 import math
 import os
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -58,8 +59,8 @@ def _eager(method: Any) -> None:
     torch imports Dynamo on the first call of such a method, only to run it unseen by Dynamo; rlexp
     compiles only with ``backend.compile`` (:class:`CompiledUpdate`). The wrapper caches what it would
     call on the function (``__dynamo_disable``): given this one, the function runs as it is when nothing
-    is being compiled, and is handed to Dynamo's
-    ``disable`` when something is (a user's ``torch.compile`` in the same process), as torch does.
+    is being compiled, and is handed to Dynamo's ``disable`` when something is (a user's
+    ``torch.compile`` in the same process), as torch does.
     Where torch's wrapper is not the one expected, nothing changes (Dynamo is imported, as before).
     """
     fn = getattr(method, "__wrapped__", None)
@@ -299,6 +300,19 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [state["step"], state["square_avg"], state["grad_avg"]]
 
 
+def own_code(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The bound method ``method`` with a code object of its own. Dynamo keeps the programs it compiled
+    from a function with the function's code object, at most 8 (``recompile_limit``), each guarded by
+    the objects it read (here the learner): the learners of one process (tests, an in-process sweep)
+    would share one method's list, and the ninth would fail to compile. With its own code object each
+    compiled update has its own list, dropped with it."""
+    fn = method.__func__  # type: ignore[attr-defined]
+    copy = types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    return types.MethodType(copy, method.__self__)  # type: ignore[attr-defined]
+
+
 #: a compiled update's loss: (all parameter groups by name, the batch, the statistics of the stages
 #: before) -> (the loss, its statistics)
 StageLoss = Callable[[dict[str, torch.Tensor], Batch, Stats], tuple[torch.Tensor, Stats]]
@@ -357,10 +371,12 @@ class CompiledUpdate:
         update with one rank, else each stage's gradient and the rule."""
         compiled = lambda fn: torch.compile(fn, fullgraph=True, dynamic=False)  # noqa: E731
         if comm.num_procs() == 1:
-            return [compiled(self._whole)]
+            return [compiled(own_code(self._whole))]
         n = len(self.stages)
         return [
-            compiled(functools.partial(f, i)) for f in (self._gradient, self._step_rule) for i in range(n)
+            compiled(functools.partial(own_code(f), i))
+            for f in (self._gradient, self._step_rule)
+            for i in range(n)
         ]
 
     def _gradient(
