@@ -307,10 +307,10 @@ def own_code(method: Callable[..., Any]) -> Callable[..., Any]:
     would share one method's list, and the ninth would fail to compile. With its own code object each
     compiled update has its own list, dropped with it."""
     fn = method.__func__  # type: ignore[attr-defined]
-    copy = types.FunctionType(
+    clone = types.FunctionType(
         fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
     )
-    return types.MethodType(copy, method.__self__)  # type: ignore[attr-defined]
+    return types.MethodType(clone, method.__self__)  # type: ignore[attr-defined]
 
 
 #: a compiled update's loss: (all parameter groups by name, the batch, the statistics of the stages
