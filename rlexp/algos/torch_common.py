@@ -434,12 +434,24 @@ class CompiledUpdate:
         states: list[list[torch.Tensor]],
         coefs: list[torch.Tensor],
     ) -> Stats:
-        stats: Stats = {}
-        for i, stage in enumerate(self.stages):
+        def step(i: int, stats: Stats) -> tuple[torch.Tensor, Stats]:
+            stage = self.stages[i]
             grad, value, more = self._gradient(i, groups, batch, stats)
             self._rule(
                 groups[stage.group], grad, states[i], coefs[i], self._hyper(stage), stage.max_grad_norm
             )
+            return value, more
+
+        return self._run(groups, step)
+
+    def _run(
+        self, groups: dict[str, torch.Tensor], step: Callable[[int, Stats], tuple[torch.Tensor, Stats]]
+    ) -> Stats:
+        """The stages in order, ``step(i, stats so far) -> (stage i's loss, its statistics)``, then
+        ``finish``: the update's statistics."""
+        stats: Stats = {}
+        for i, stage in enumerate(self.stages):
+            value, more = step(i, stats)
             stats = {**stats, **more, stage.stat: value}
         if self.finish is not None:
             with torch.no_grad():
@@ -477,20 +489,21 @@ class CompiledUpdate:
         else:
             n = len(self.stages)
             gradients, rules = self._compiled[:n], self._compiled[n:]
-            stats = {}
-            for stage, state, gradient, rule in zip(self.stages, states, gradients, rules, strict=True):
-                grad, value, more = gradient(groups, batch, stats)
+
+            def step(i: int, before: Stats) -> tuple[torch.Tensor, Stats]:
+                stage, state = self.stages[i], states[i]
+                grad, value, more = gradients[i](groups, batch, before)
                 param = self.groups[stage.group]
                 if param.grad is None:
                     param.grad = torch.zeros_like(param)
                 param.grad.copy_(grad)
                 avg_grads([param])
-                coef = self._coefficients(stage.optimizer, state[0])
-                rule(groups[stage.group], param.grad, state, coef)
-                stats = {**stats, **more, stage.stat: value}
-            if self.finish is not None:
-                with torch.no_grad():
-                    self.finish(groups)
+                rules[i](
+                    groups[stage.group], param.grad, state, self._coefficients(stage.optimizer, state[0])
+                )
+                return value, more
+
+            stats = self._run(groups, step)
         if start is not None:
             self.seconds = time.perf_counter() - start
         return stats
