@@ -10,7 +10,7 @@ settings as SB3 (its activations flax's). Prints figures and ratios; asserts not
     python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-sbx]
                                    [--no-mpi] [--no-envpath] [--no-contention]
 
-The off-policy rows but ``crossq`` (``COMPILED_ROWS``) also time rlexp's torch with
+The off-policy rows (``COMPILED_ROWS``) also time rlexp's torch with
 ``backend.compile=true`` (``rlexp-cmp``: each gradient step one ``torch.compile``d function) in the same
 alternation, with the seconds its compilation took; that falls before the window (the first gradient
 step is at ``LEARNING_STARTS``), so the line says it apart.
@@ -99,7 +99,7 @@ ENVS = {
 # The peers that have a row's algorithm (all others: every peer): QR-DQN is sb3-contrib's; no peer has Rainbow
 ROW_PEERS = {"qrdqn": ("sb3",), "rainbow": ()}
 # rows also timed with torch's backend.compile (each gradient step one compiled call), as "rlexp-cmp"
-COMPILED_ROWS = {"sac", "td3", "sac-zoo", "td3-zoo", "tqc", "dqn", "dqn-atari", "qrdqn", "rainbow"}
+COMPILED_ROWS = {"sac", "td3", "sac-zoo", "td3-zoo", "tqc", "crossq", "dqn", "dqn-atari", "qrdqn", "rainbow"}
 DQN_REPLAY = 10_000  # dqn-atari's replay on both sides: small enough for SB3's two stacks per transition
 LEARNING_STARTS = 1000
 OFF_EPOCH = 500  # rlexp off-policy epoch length: the timing window is made of whole epochs

@@ -143,7 +143,7 @@ class BackendConfig:
 class TorchBackendConfig(BackendConfig):
     """PyTorch (``conf/backend/torch.yaml``): ``flush_denormal`` flushes subnormal floats to zero in the
     learner's updates on the CPU, as TensorFlow and XLA always do; ``compile`` runs each gradient step as
-    one function compiled by ``torch.compile`` (the off-policy algorithms but CrossQ), which needs a C++
+    one function compiled by ``torch.compile`` (the off-policy algorithms), which needs a C++
     compiler."""
 
     flush_denormal: bool = MISSING
@@ -409,7 +409,7 @@ class RLExpConfig:
             check(
                 type(self.algo).TORCH_COMPILE,
                 "backend.compile=true compiles the gradient step of the off-policy algorithms (algo=ddpg, td3, "
-                f"sac, tqc, dqn, c51, qrdqn, rainbow); algo={self.algo.name} has none to compile: set "
+                f"sac, tqc, crossq, dqn, c51, qrdqn, rainbow); algo={self.algo.name} has none to compile: set "
                 "backend.compile=false",
             )
             cxx = os.environ.get("CXX", "g++")

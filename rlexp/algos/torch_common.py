@@ -260,13 +260,30 @@ class FlatLayout:
     ``parameters()`` order, module after module): ``layout(flat)`` is the modules as functions of
     ``flat`` (or of an equal-layout copy, a target network's), each through
     ``torch.func.functional_call`` on named views of its part of ``flat``: what a compiled update
-    (:class:`CompiledUpdate`) runs them on."""
+    (:class:`CompiledUpdate`) runs them on.
 
-    def __init__(self, *modules: torch.nn.Module) -> None:
-        self.modules = modules
+    The modules' buffers (batch renormalisation's running statistics, which a training pass updates
+    in place) are the update's groups too, named ``key.i.name`` (:meth:`buffers`); ``layout(flat,
+    groups)`` calls the modules on those, so that a stage's gradient may update them (a tensor that a
+    gradient transform's function changes in place must be one of its arguments).
+
+    :param key: the prefix of the buffers' group names.
+    """
+
+    def __init__(self, *modules: torch.nn.Module, key: str = "") -> None:
+        self.modules, self.key = modules, key
         self.names = [[name for name, _ in m.named_parameters()] for m in modules]
         self.shapes = [[p.shape for p in m.parameters()] for m in modules]
         self.sizes = [[p.numel() for p in m.parameters()] for m in modules]
+        self.buffer_names = [[name for name, _ in m.named_buffers()] for m in modules]
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        """The modules' buffers by group name (``key.i.name``), detached (the modules' own tensors)."""
+        return {
+            f"{self.key}.{i}.{name}": b.detach()
+            for i, m in enumerate(self.modules)
+            for name, b in m.named_buffers()
+        }
 
     def params(self, flat: torch.Tensor) -> list[dict[str, torch.Tensor]]:
         """Each module's named views of ``flat``."""
@@ -276,11 +293,19 @@ class FlatLayout:
             for part, names, shapes, sizes in zip(parts, self.names, self.shapes, self.sizes, strict=True)
         ]
 
-    def __call__(self, flat: torch.Tensor) -> list[Callable[..., Any]]:
-        def bound(module: torch.nn.Module, params: dict[str, torch.Tensor]) -> Callable[..., Any]:
-            return lambda *args, **kwargs: torch.func.functional_call(module, params, args, kwargs)
+    def __call__(
+        self, flat: torch.Tensor, groups: dict[str, torch.Tensor] | None = None
+    ) -> list[Callable[..., Any]]:
+        """The modules as functions of ``flat``, on the buffers in ``groups`` (None: their own)."""
 
-        return [bound(m, p) for m, p in zip(self.modules, self.params(flat), strict=True)]
+        def bound(module: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> Callable[..., Any]:
+            return lambda *args, **kwargs: torch.func.functional_call(module, tensors, args, kwargs)
+
+        tensors = self.params(flat)
+        if groups is not None:
+            for i, (part, names) in enumerate(zip(tensors, self.buffer_names, strict=True)):
+                part.update({name: groups[f"{self.key}.{i}.{name}"] for name in names})
+        return [bound(m, p) for m, p in zip(self.modules, tensors, strict=True)]
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -345,7 +370,8 @@ class CompiledUpdate:
     calls, its gradient and its rule, around the MPI average, and ``finish`` runs as it is.
 
     :param groups: the flat parameters by name (:func:`flatten_`, and the targets' flat tensors): the
-        stages' groups and whatever their losses read.
+        stages' groups and whatever their losses read, buffers that they update included
+        (:meth:`FlatLayout.buffers`).
     :param stages: the optimizer steps, in order; a stage's loss sees the groups as the stages before it
         left them, and their statistics.
     :param finish: ``finish(groups)``, in place and without gradients, after the stages (None: nothing).
@@ -384,10 +410,12 @@ class CompiledUpdate:
     ) -> tuple[torch.Tensor, torch.Tensor, Stats]:
         stage = self.stages[i]
 
-        def loss(flat: torch.Tensor) -> tuple[torch.Tensor, Stats]:
-            return stage.loss({**groups, stage.group: flat}, batch, before)
+        def loss(flat: torch.Tensor, others: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+            return stage.loss({**others, stage.group: flat}, batch, before)
 
-        grad, (value, stats) = torch.func.grad_and_value(loss, has_aux=True)(groups[stage.group])
+        # the other groups as arguments, not captured: the loss may update buffers among them in place
+        others = {name: t for name, t in groups.items() if name != stage.group}
+        grad, (value, stats) = torch.func.grad_and_value(loss, has_aux=True)(groups[stage.group], others)
         return grad, value, stats
 
     @staticmethod

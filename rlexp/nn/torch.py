@@ -104,10 +104,13 @@ class Linear(nn.Linear):
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``x @ weight.T + bias`` as :class:`Linear` computes it: through oneDNN for large float32
-    products of 2-D rows on the CPU (see ONEDNN_MIN_MACS), else ``nn.functional.linear``."""
+    products of 2-D rows on the CPU (see ONEDNN_MIN_MACS), else ``nn.functional.linear``; inside a
+    compiled step (``backend.compile``) always the latter, whose kernel inductor chooses (its lowering of
+    oneDNN's op takes only constant weights)."""
     if (
         _ONEDNN_LINEAR is not None
         and ONEDNN_MIN_MACS is not None
+        and not torch.compiler.is_compiling()
         and x.dim() == 2
         and x.device.type == "cpu"
         and x.dtype == torch.float32
@@ -546,6 +549,28 @@ class DeterministicActor(nn.Module):
         return self.pi(self.encoder(obs))
 
 
+def _renorm_train(
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    warm: torch.Tensor,
+    spec: Renorm,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:class:`_BatchRenormTrain`'s forward pass as a formula for autograd (the batch statistics
+    differentiated, r and d not), for a compiled step: Inductor fuses it and its derivative."""
+    mean = x.mean(0)
+    xhat = x - mean
+    var = (xhat * xhat).mean(0)
+    inv_std = torch.rsqrt(var + spec.eps)
+    running_std = torch.sqrt(running_var + spec.eps)
+    r = torch.where(warm, (1 / (inv_std.detach() * running_std)).clamp(1 / spec.rmax, spec.rmax), 1.0)
+    d = torch.where(warm, ((mean.detach() - running_mean) / running_std).clamp(-spec.dmax, spec.dmax), 0.0)
+    y = torch.addcmul(torch.addcmul(bias, d, scale), xhat * inv_std, r * scale)
+    return y, mean.detach(), var.detach()
+
+
 class _BatchRenormTrain(torch.autograd.Function):
     """:class:`BatchRenorm`'s training pass on a (batch, features) tensor with its backward written out:
     about six passes over the batch forward and seven back, where autograd's graph of the same formula
@@ -625,8 +650,10 @@ class BatchRenorm(nn.Module):
             a = self.scale * torch.rsqrt(self.running_var + spec.eps)
             return torch.addcmul(torch.addcmul(self.bias, self.running_mean, a, value=-1), x, a)
         warm = self.steps >= spec.warmup  # a tensor: no host synchronisation on a GPU
-        y, mean, var = _BatchRenormTrain.apply(
-            x, self.scale, self.bias, self.running_mean, self.running_var, warm, spec
+        args = (x, self.scale, self.bias, self.running_mean, self.running_var, warm, spec)
+        # a compiled step (backend.compile): the formula, differentiated by autograd and fused by Inductor
+        y, mean, var = (
+            _renorm_train(*args) if torch.compiler.is_compiling() else _BatchRenormTrain.apply(*args)
         )
         with torch.no_grad():
             self.running_mean.add_(mean - self.running_mean, alpha=spec.momentum)

@@ -49,8 +49,6 @@ class CrossQConfig(SACConfig):
     the algorithm in words. ``lr`` is its one learning rate (policy, critics, alpha)."""
 
     NAME: ClassVar[str] = "crossq"
-    # batch renormalisation updates its running statistics inside the critics' step: not compiled
-    TORCH_COMPILE: ClassVar[bool] = False
 
     # no target networks: ``algo.polyak`` has nothing to average (its preset leaves it out; null here)
     polyak: float | None = None  # type: ignore[assignment]

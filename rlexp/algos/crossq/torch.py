@@ -6,9 +6,14 @@ target ``r + gamma (1 - d) (min_i Q_i(s', a') - alpha log pi(a'|s'))`` from the 
 gradient; one Adam step on ``MSE(Q1, y) + MSE(Q2, y)`` of the first half. Every ``policy_delay``-th
 step, SAC's policy step (the policy normalised with this batch, the critics with their running
 statistics) and alpha step. With several ranks the running statistics are then averaged over them.
+The step is SAC's (``SoftActorCritic.update_networks``, and its compiled stages with ``backend.compile``,
+where the running statistics are groups that the stages update) without targets.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from gymnasium import spaces
@@ -53,27 +58,31 @@ class CrossQLearner(SoftActorCritic):
         average_(self.running_stats)  # the ranks' running statistics agree (nothing with one rank)
         return stats
 
-    def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
-        alpha, gamma = self.alpha, self.algo.gamma
+    def critic_modules(self) -> list[torch.nn.Module]:
+        return [self.q1, self.q2]
+
+    def critic_targets(self) -> list[torch.nn.Module]:
+        return []  # none: the critics read s' in the same batch as s
+
+    def critic_loss(
+        self,
+        batch: Batch,
+        alpha: float | torch.Tensor,
+        pi: Callable[..., Any],
+        critics: list[Callable[..., Any]],
+        critics_targ: list[Callable[..., Any]],
+    ) -> tuple[torch.Tensor, Stats]:
+        """``MSE(Q1, y) + MSE(Q2, y)``, each critic normalising (s, a) and (s', a') as one batch, ``y`` from
+        the smaller critic at ``a' ~ pi(.|s')`` (the policy at its running statistics)."""
+        q1, q2 = critics
         obs, n = batch["obs"], batch["obs"].shape[0]
-        with torch.no_grad():  # the next actions with the policy's running statistics, frozen
-            a2, logp_a2 = self.pi(batch["obs2"], noise=self.draws(batch, "noise2"))
+        with torch.no_grad():
+            a2, logp_a2 = pi(batch["obs2"], noise=batch["noise2"])
         both_obs, both_act = torch.cat([obs, batch["obs2"]]), torch.cat([batch["act"], a2])
-        q1, q1_next = self.q1(both_obs, both_act, train=True).split(n)  # one batch: the same statistics
-        q2, q2_next = self.q2(both_obs, both_act, train=True).split(n)
+        q1v, q1_next = q1(both_obs, both_act, train=True).split(n)  # one batch: the same statistics
+        q2v, q2_next = q2(both_obs, both_act, train=True).split(n)
         with torch.no_grad():
             q_next = torch.min(q1_next, q2_next)
-            backup = batch["rew"] + gamma * (1 - batch["done"]) * (q_next - alpha * logp_a2)
-        loss_q = ((q1 - backup) ** 2).mean() + ((q2 - backup) ** 2).mean()
-        self.optimize(self.q_optimizer, loss_q)
-        stats: Stats = {"LossQ": loss_q, "Q1Vals": q1, "Q2Vals": q2}
-        if policy_step:  # every policy_delay-th step
-            stats.update(
-                self.policy_step(
-                    obs,
-                    self.draws(batch, "noise"),
-                    alpha,
-                    lambda o, a: torch.min(self.q1(o, a), self.q2(o, a)),  # running statistics
-                )
-            )
-        return stats
+            backup = batch["rew"] + self.algo.gamma * (1 - batch["done"]) * (q_next - alpha * logp_a2)
+        loss_q = ((q1v - backup) ** 2).mean() + ((q2v - backup) ** 2).mean()
+        return loss_q, {"Q1Vals": q1v.detach(), "Q2Vals": q2v.detach()}

@@ -131,7 +131,7 @@ class SoftActorCritic(OffPolicyTorchLearner):
         raise NotImplementedError
 
     def critic_targets(self) -> list[torch.nn.Module]:
-        """The target critics, in the order of :meth:`critic_modules`."""
+        """The target critics, in the order of :meth:`critic_modules` (none: CrossQ's)."""
         raise NotImplementedError
 
     def critic_loss(
@@ -144,12 +144,13 @@ class SoftActorCritic(OffPolicyTorchLearner):
     ) -> tuple[torch.Tensor, Stats]:
         """The critics' loss on ``batch`` (with its draws ``noise2``) and its statistics, for the policy
         ``pi``, the critics and their targets given as functions (the modules, or a compiled step's
-        functional calls)."""
+        functional calls; ``critics_targ`` empty without targets)."""
         raise NotImplementedError
 
     def q_pi(self, critics: list[Callable[..., Any]], obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        """What the policy step maximises: the critics' estimate of Q(obs, act)."""
-        raise NotImplementedError
+        """What the policy step maximises: the critics' estimate of Q(obs, act), here the smaller of two
+        (CrossQ's at their running statistics)."""
+        return torch.min(critics[0](obs, act), critics[1](obs, act))
 
     def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         batch = self.with_draws(batch, policy_step)
@@ -163,24 +164,29 @@ class SoftActorCritic(OffPolicyTorchLearner):
             stats.update(
                 self.policy_step(batch["obs"], batch["noise"], alpha, lambda o, a: self.q_pi(critics, o, a))
             )
-            self.polyak_update([(self.q_flat, self.q_targ_flat)])
+            if self.critic_targets():
+                self.polyak_update([(self.q_flat, self.q_targ_flat)])
         return stats
 
     def compiled_stages(
         self, policy_step: bool
     ) -> tuple[dict[str, torch.Tensor], list[Stage], Callable[[dict[str, torch.Tensor]], None] | None]:
         """The critics' step, then with ``policy_step`` the policy's, alpha's (``autotune_alpha``) and the
-        polyak update: :meth:`update_networks`' steps on the flat parameters."""
+        polyak update (with targets): :meth:`update_networks`' steps on the flat parameters; the
+        networks' buffers (CrossQ's running statistics) are groups that the stages update."""
         pi_layout, q_layout, polyak = (
-            FlatLayout(self.pi),
-            FlatLayout(*self.critic_modules()),
+            FlatLayout(self.pi, key="pi"),
+            FlatLayout(*self.critic_modules(), key="q"),
             self.algo.polyak,
         )
+        has_targets = bool(self.critic_targets())
         groups = {
             "q": self.q_flat,
-            "q_targ": self.q_targ_flat,
+            **({"q_targ": self.q_targ_flat} if has_targets else {}),
             "pi": self.pi_flat,
             "log_alpha": self.log_alpha,
+            **pi_layout.buffers(),
+            **q_layout.buffers(),
         }
 
         def alpha(groups: dict[str, torch.Tensor]) -> float | torch.Tensor:
@@ -189,15 +195,14 @@ class SoftActorCritic(OffPolicyTorchLearner):
         def critics(
             groups: dict[str, torch.Tensor], batch: Batch, before: Stats
         ) -> tuple[torch.Tensor, Stats]:
-            (pi,) = pi_layout(groups["pi"])
-            return self.critic_loss(
-                batch, alpha(groups), pi, q_layout(groups["q"]), q_layout(groups["q_targ"])
-            )
+            (pi,) = pi_layout(groups["pi"], groups)
+            targets = q_layout(groups["q_targ"]) if has_targets else []
+            return self.critic_loss(batch, alpha(groups), pi, q_layout(groups["q"], groups), targets)
 
         def policy(
             groups: dict[str, torch.Tensor], batch: Batch, before: Stats
         ) -> tuple[torch.Tensor, Stats]:
-            (pi,), critics = pi_layout(groups["pi"]), q_layout(groups["q"])
+            (pi,), critics = pi_layout(groups["pi"], groups), q_layout(groups["q"], groups)
             q_pi = lambda o, a: self.q_pi(critics, o, a)  # noqa: E731
             loss, logp = self.policy_loss(batch["obs"], batch["noise"], alpha(groups), pi, q_pi)
             return loss, {"LogPi": logp.detach()}
@@ -217,7 +222,7 @@ class SoftActorCritic(OffPolicyTorchLearner):
         stages.append(Stage("pi", policy, self.pi_optimizer, "LossPi"))
         if self.alpha_optimizer is not None:
             stages.append(Stage("log_alpha", entropy, self.alpha_optimizer, "LossAlpha"))
-        return groups, stages, targets
+        return groups, stages, targets if has_targets else None
 
 
 class SACLearner(SoftActorCritic):
@@ -265,6 +270,3 @@ class SACLearner(SoftActorCritic):
             backup = batch["rew"] + self.algo.gamma * (1 - batch["done"]) * (q_targ - alpha * logp_a2)
         loss_q = ((q1v - backup) ** 2).mean() + ((q2v - backup) ** 2).mean()
         return loss_q, {"Q1Vals": q1v.detach(), "Q2Vals": q2v.detach()}
-
-    def q_pi(self, critics: list[Callable[..., Any]], obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return torch.min(critics[0](obs, act), critics[1](obs, act))
