@@ -377,7 +377,7 @@ class CompiledUpdate:
     :param finish: ``finish(groups)``, in place and without gradients, after the stages (None: nothing).
 
     The compiled function is specialised to the shapes of the batch's tensors: one compilation per
-    process, 4-40 s here, reported by :attr:`seconds`.
+    process, 4-80 s here, reported by :attr:`seconds`.
     """
 
     def __init__(

@@ -110,11 +110,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     if (
         _ONEDNN_LINEAR is not None
         and ONEDNN_MIN_MACS is not None
-        and not torch.compiler.is_compiling()
         and x.dim() == 2
         and x.device.type == "cpu"
         and x.dtype == torch.float32
         and x.shape[0] * weight.shape[0] * weight.shape[1] >= ONEDNN_MIN_MACS
+        and not torch.compiler.is_compiling()
     ):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             return _OneDNNLinear.apply(x, weight, bias)
