@@ -1,12 +1,11 @@
-"""torch's ``backend.compile`` (issue 74): an off-policy learner's gradient step (DQN's one optimizer
-step; DDPG's, TD3's, SAC's, TQC's and CrossQ's critics, policy, alpha and polyak update; CrossQ's running
+"""torch's ``backend.compile`` (issue 74): an off-policy learner's gradient step (DQN's one optimizer step;
+DDPG's, TD3's, SAC's, TQC's and CrossQ's critics, policy, alpha and polyak update; CrossQ's running
 statistics) as one function compiled by ``torch.compile``. It must take the eager step's steps up to
 rounding (the same losses, gradients, clip and optimizer rules; inductor sums in another order), draw
-the same random numbers, leave the
-optimizers' state as torch's own steps do (so that either kind of learner reads the other's
-checkpoints), resume exactly (the compiled kernels are deterministic), average gradients over ranks,
-and be refused in one line where it cannot run. Each compilation takes seconds: the cases share their
-options."""
+the same random numbers, leave the optimizers' state as torch's own steps do (so that either kind of
+learner reads the other's checkpoints), resume exactly (the compiled kernels are deterministic), average
+gradients over ranks, and be refused in one line where it cannot run. Each compilation takes seconds:
+the cases share their options."""
 
 from __future__ import annotations
 

@@ -549,6 +549,22 @@ class DeterministicActor(nn.Module):
         return self.pi(self.encoder(obs))
 
 
+def _renorm_corrections(
+    mean: torch.Tensor,
+    inv_std: torch.Tensor,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    warm: torch.Tensor,
+    spec: Renorm,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch renormalisation's (r, d) from the batch's ``mean`` and ``1 / std`` (given without gradient)
+    and the running statistics: 1 and 0 before the warm-up ends, then clipped to rmax and dmax."""
+    running_std = torch.sqrt(running_var + spec.eps)
+    r = torch.where(warm, (1 / (inv_std * running_std)).clamp(1 / spec.rmax, spec.rmax), 1.0)
+    d = torch.where(warm, ((mean - running_mean) / running_std).clamp(-spec.dmax, spec.dmax), 0.0)
+    return r, d
+
+
 def _renorm_train(
     x: torch.Tensor,
     scale: torch.Tensor,
@@ -564,9 +580,7 @@ def _renorm_train(
     xhat = x - mean
     var = (xhat * xhat).mean(0)
     inv_std = torch.rsqrt(var + spec.eps)
-    running_std = torch.sqrt(running_var + spec.eps)
-    r = torch.where(warm, (1 / (inv_std.detach() * running_std)).clamp(1 / spec.rmax, spec.rmax), 1.0)
-    d = torch.where(warm, ((mean.detach() - running_mean) / running_std).clamp(-spec.dmax, spec.dmax), 0.0)
+    r, d = _renorm_corrections(mean.detach(), inv_std.detach(), running_mean, running_var, warm, spec)
     y = torch.addcmul(torch.addcmul(bias, d, scale), xhat * inv_std, r * scale)
     return y, mean.detach(), var.detach()
 
@@ -598,9 +612,7 @@ class _BatchRenormTrain(torch.autograd.Function):
         xhat = x - mean
         var = (xhat * xhat).mean(0)  # biased, as Ioffe's and SBX's
         inv_std = torch.rsqrt(var + spec.eps)
-        running_std = torch.sqrt(running_var + spec.eps)
-        r = torch.where(warm, (1 / (inv_std * running_std)).clamp(1 / spec.rmax, spec.rmax), 1.0)
-        d = torch.where(warm, ((mean - running_mean) / running_std).clamp(-spec.dmax, spec.dmax), 0.0)
+        r, d = _renorm_corrections(mean, inv_std, running_mean, running_var, warm, spec)
         xhat.mul_(inv_std)
         y = torch.addcmul(torch.addcmul(bias, d, scale), xhat, r * scale)
         ctx.save_for_backward(xhat, inv_std, scale, r, d)
