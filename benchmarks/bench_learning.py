@@ -357,7 +357,8 @@ def child_figure(flag: str, run_dir: Path) -> float:
 
 
 def run_figures(run_dir: Path) -> dict[str, Any]:
-    """The figures of a finished run: test, det10, last100, SPS, steps and its training time."""
+    """The figures of a finished run: test, det10, last100, SPS, steps, its training time and its
+    learning curve (:func:`curve`)."""
     import pandas as pd
 
     progress = pd.read_table(run_dir / "progress.txt")
@@ -371,6 +372,26 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
         "sps": float(progress["TotalEnvInteracts"].iloc[-1] / seconds),
         "steps": int(progress["TotalEnvInteracts"].iloc[-1]),
         "train_s": seconds,
+        "curve": curve(progress),
+    }
+
+
+def curve(progress: Any) -> dict[str, list[float | None]]:
+    """A run's learning curve from its progress table, one entry per epoch: env steps, training seconds
+    so far (``Time``: a resumed run's count goes on), the mean test return and the mean training episode
+    return (None where an epoch had none). Stored with the figures, so that plots of return against
+    steps or wall-clock time (benchmarks/plot_curves.py) need only the result files."""
+
+    def column(name: str) -> list[float | None]:
+        if name not in progress:
+            return [None] * len(progress)
+        return [None if v != v else round(float(v), 4) for v in progress[name]]  # NaN -> None
+
+    return {
+        "steps": [int(v) for v in progress["TotalEnvInteracts"]],
+        "seconds": column("Time"),
+        "test": column("AverageTestEpRet"),
+        "train": column("AverageEpRet"),
     }
 
 

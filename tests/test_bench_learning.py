@@ -4,6 +4,7 @@ then the same command again, gives the figures of a benchmark that never stopped
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -93,6 +94,13 @@ def test_a_benchmark_killed_mid_run_and_started_again_gives_the_uninterrupted_fi
     for key in ("test", "det10", "last100", "steps", "settings"):
         assert a[key] == b[key], key
     assert a["steps"] == 1800
+    # the learning curve, an entry per epoch, the same but for the training seconds (which go on rising)
+    for key in ("steps", "test", "train"):
+        assert a["curve"][key] == b["curve"][key], key
+    assert a["curve"]["steps"] == [300 * (i + 1) for i in range(6)]
+    assert all(isinstance(v, float) for v in a["curve"]["test"])
+    seconds = b["curve"]["seconds"]
+    assert len(seconds) == 6 and all(t1 > t0 for t0, t1 in itertools.pairwise(seconds))
     # the logs too: the resumed run logged the epochs after its checkpoint once, as the whole run did
     assert (whole / "out" / NAME / "episodes.csv").read_text() == (
         cut / "out" / NAME / "episodes.csv"
@@ -417,3 +425,44 @@ def test_a_kind_continues_the_unfinished_run_of_another_kind_with_the_same_setti
     third = bench(tmp_path, *hopper, stdout=subprocess.PIPE)
     out, _ = third.communicate(timeout=300)
     assert third.returncode == 0 and "training" not in out and "continuing" not in out, out
+
+
+def test_plot_curves_draws_stored_curves_against_hours_and_steps_and_keeps_an_existing_figure(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    for name, seeds in (("sac-tuned", (0, 1)), ("crossq-tuned", (0,))):
+        for seed in seeds:
+            curve = {
+                "steps": [1000, 2000, 3000],
+                "seconds": [10.0 + seed, 20.0, 30.0],
+                "test": [1.0, None, 3.0 + seed],
+                "train": [0.5, 1.5, 2.5],
+            }
+            (results / f"{name}_Pendulum-v1_s{seed}.json").write_text(
+                json.dumps({"seed": seed, "curve": curve})
+            )
+    (results / "td3-tuned_Pendulum-v1_s0.json").write_text(json.dumps({"seed": 0}))  # stored before curves
+    script = [sys.executable, str(ROOT / "benchmarks" / "plot_curves.py"), "--env", "Pendulum-v1"]
+    for x in ("hours", "steps"):
+        out = tmp_path / f"{x}.png"
+        args = [
+            *script,
+            "--runs",
+            "sac-tuned",
+            "crossq-tuned",
+            "td3-tuned",
+            "--x",
+            x,
+            "--results",
+            str(results),
+        ]
+        done = subprocess.run([*args, "--output", str(out)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "td3-tuned_Pendulum-v1_s0.json has no curve" in done.stdout
+        again = subprocess.run([*args, "--output", str(out)], capture_output=True, text=True)
+        assert again.returncode == 1 and again.stderr.strip().endswith("exists; pass --force to replace it")
+    nothing = subprocess.run(
+        [*script, "--runs", "ppo-tuned", "--results", str(results)], capture_output=True, text=True
+    )
+    assert nothing.returncode == 1 and "nothing to draw for Pendulum-v1" in nothing.stderr

@@ -391,6 +391,34 @@ def test_tuned_settings_of_qrdqn_rainbow_and_c51():
     assert composed("algo=rainbow", "tuned=dqn", "env=CartPole-v1").algo.noisy  # DQN's settings apply too
 
 
+def test_ablations_run_at_a_presets_tuned_settings():
+    """Every DQN preset's tuned settings apply to every DQN, the parts staying the algo section's: Rainbow
+    without one of its parts at Rainbow's MinAtar settings, C51 at Rainbow's, QR-DQN's settings on DQN."""
+    rainbow = composed("tuned=rainbow", "env=minatar").algo
+    for part, value in (
+        ("noisy", False),
+        ("distributional", None),
+        ("dueling", False),
+        ("prioritized", False),
+    ):
+        ablation = composed(
+            "algo=rainbow", "tuned=rainbow", "env=minatar", f"algo.{part}={value}".replace("None", "null")
+        )
+        assert getattr(ablation.algo, part) == value
+        for key in ("lr", "optim_eps", "update_every", "target_update_every", "v_max", "n_step"):
+            assert getattr(ablation.algo, key) == getattr(rainbow, key), (part, key)
+        assert ablation.tuned.name == "rainbow" and ablation.tuned.preset == "minatar"
+    c51 = composed("algo=c51", "tuned=rainbow", "env=minatar").algo
+    assert (c51.noisy, c51.lr, c51.update_every) == (False, 1e-4, 4)
+    dqn = composed("algo=dqn", "tuned=qrdqn", "env=LunarLander-v3").algo
+    assert (dqn.distributional, dqn.gamma, dqn.anneal_lr) == (None, 0.995, True)
+    # Rainbow's epsilon is 0 (its noisy layers explore): without them the run says nothing would explore
+    (note,) = composed("algo=rainbow", "algo.noisy=false").algo.notes()
+    assert note.startswith("algo.noisy=false with algo.eps_start=0 and eps_end=0: nothing explores")
+    assert not composed("algo=rainbow", "algo.noisy=false", "algo.eps_start=1.0").algo.notes()
+    assert not composed("algo=rainbow").algo.notes()
+
+
 @pytest.mark.parametrize(
     "overrides,fragment",
     [
@@ -407,10 +435,9 @@ def test_tuned_settings_of_qrdqn_rainbow_and_c51():
         (["algo=qrdqn", "algo.loss=mse"], "algo.loss=mse is for Q-values (distributional=null)"),
         (["algo=rainbow", "algo.noisy_sigma0=0"], "algo.noisy_sigma0=0.0 is out of range; use a number > 0"),
         (
-            ["algo=dqn", "tuned=qrdqn"],
-            "tuned=qrdqn holds settings of algo=qrdqn, but algo=dqn; use algo=qrdqn",
+            ["algo=sac", "tuned=qrdqn"],
+            "tuned=qrdqn holds settings of algo=qrdqn (algo.optim_eps is not a key of the chosen algo); use algo=qrdqn",
         ),
-        (["algo=c51", "tuned=rainbow"], "tuned=rainbow holds settings of algo=rainbow, but algo=dqn"),
         (
             ["tuned=rainbow", "env=Acrobot-v1"],
             "tuned=rainbow has no settings for env.id='Acrobot-v1'; tuned rainbow presets: env=CartPole-v1, "

@@ -207,15 +207,12 @@ class DQNConfig(OffPolicyConfig):
 
     @classmethod
     def tuned_names(cls, algo: dict[str, Any]) -> tuple[str, ...]:
-        """DQN's tuned settings apply to every DQN (they set the loop and the optimizer); those of
-        ``tuned=qrdqn``, ``c51`` and ``rainbow`` to the configurations with that preset's head (rainbow:
-        C51 with noisy networks)."""
-        head = algo.get("distributional")
-        if head == "qr":
-            return ("dqn", "qrdqn")
-        if head == "c51":
-            return ("dqn", "rainbow" if algo.get("noisy") else "c51")
-        return ("dqn",)
+        """The tuned settings of every preset of DQN (``tuned=dqn``, ``qrdqn``, ``c51``, ``rainbow``) apply
+        to every DQN: they set the loop, the optimizer, the network and the head's range, and the parts
+        (head, noisy networks, dueling, ...) stay the algo section's. So an ablation runs at the preset's
+        settings: Rainbow without noisy networks is ``algo=rainbow tuned=rainbow algo.noisy=false``
+        (epsilon-greedy then explores at the section's epsilon keys)."""
+        return ("dqn", "qrdqn", "c51", "rainbow")
 
     def sampled_actions(self) -> str | None:
         return "noisy-network (greedy under fresh noise)" if self.noisy else self.SAMPLED_ACTIONS
@@ -225,6 +222,12 @@ class DQNConfig(OffPolicyConfig):
             return [
                 f"algo.noisy=true explores by its noisy layers: epsilon-greedy is off (algo.eps_start="
                 f"{self.eps_start}, eps_end={self.eps_end} and exploration_steps are not used)"
+            ]
+        if not self.noisy and self.eps_start == 0 and self.eps_end == 0:  # algo=rainbow algo.noisy=false
+            return [
+                "algo.noisy=false with algo.eps_start=0 and eps_end=0: nothing explores after the start_steps' "
+                "random actions (epsilon-greedy, e.g. Rainbow's without noisy networks: algo.eps_start=1.0 "
+                "algo.eps_end=0.01)"
             ]
         return []
 
