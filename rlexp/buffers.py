@@ -400,8 +400,10 @@ class ReplayBuffer:
     - ``frames``: observations that are frame stacks are stored a frame at a time (:class:`FrameObs`).
     - ``alpha``: proportional prioritized replay (Schaul et al. 2016) with priorities ``p^alpha`` in a
       :class:`SumTree`; new transitions get the largest priority so far; :meth:`sample_batch` with
-      ``beta`` adds importance weights (normalised by the largest possible one) and the ``indices``
-      to pass to :meth:`update_priorities`.
+      ``beta`` adds importance weights and the ``indices`` to pass to :meth:`update_priorities`. The
+      weights ``(N P(i))^-beta`` are divided by the largest any stored transition could get
+      (``weights_over="buffer"``, OpenAI baselines') or by the largest in the minibatch (``"batch"``,
+      Dopamine's and CleanRL's): over the buffer, one well-learnt transition anywhere shrinks them all.
 
     :param obs_dim: observation length, or the shape of one observation (images).
     :param act_dim: action length (float32 actions), or an action shape with ``act_dtype``.
@@ -426,6 +428,7 @@ class ReplayBuffer:
         discounts: bool = False,
         frames: bool = False,
         alpha: float | None = None,
+        weights_over: str = "buffer",
     ) -> None:
         obs_shape = tuple(int(n) for n in np.atleast_1d(obs_dim))
         act_shape = (act_dim,) if isinstance(act_dim, int) else tuple(act_dim)
@@ -439,7 +442,7 @@ class ReplayBuffer:
         self.ptr, self.size, self.max_size = 0, 0, size
         self.n_step, self.gamma = n_step, gamma
         self.queues: list[list[tuple[Any, Any, float]]] = [[] for _ in range(num_envs)]
-        self.alpha = alpha
+        self.alpha, self.weights_over = alpha, weights_over
         self.tree = SumTree(size) if alpha is not None else None
         self.max_priority = 1.0  # the largest priority so far (before ** alpha): new transitions get it
 
@@ -530,7 +533,11 @@ class ReplayBuffer:
             assert beta is not None, "prioritized replay needs beta"
             tree, n = self.tree, self.size
             probs = tree.sums[tree.base + idx] / tree.total
-            weights = (n * probs) ** -beta / (n * tree.min / tree.total) ** -beta
+            weights = (n * probs) ** -beta
+            if self.weights_over == "batch":  # over the largest in the minibatch (Dopamine's, CleanRL's)
+                weights /= weights.max()
+            else:  # over the largest any stored transition could get (OpenAI baselines')
+                weights /= (n * tree.min / tree.total) ** -beta
             out = {"weights": weights.astype(np.float32), "indices": idx}
         obs, obs2 = self.store_obs.get(idx)
         out.update(obs=obs, obs2=obs2, act=self.act[idx], rew=self.rew[idx], done=self.done[idx])

@@ -337,6 +337,27 @@ def test_prioritized_sampling_and_importance_weights():
     np.testing.assert_allclose(soft.tree.leaves()[:3], [2.0, 3.0, 3.0])
 
 
+def test_importance_weights_over_the_minibatch():
+    """per_weights=batch: the weights (N P)^-beta over the largest of the minibatch (Dopamine's), not over
+    the largest of the buffer. Priorities 1, 2, 3, 4 (alpha 1), beta 1: a minibatch of the transitions
+    with priorities 2 and 4 weighs them 1 and 1/2 (over the buffer: 1/2 and 1/4); one tiny priority in
+    the buffer leaves them as they are (over the buffer it shrinks them 1000-fold)."""
+    rng = np.random.default_rng(0)
+    for priorities in ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0, 1e-3]):
+        replay = ReplayBuffer(1, (), 8, act_dtype=np.int64, alpha=1.0, weights_over="batch")
+        steps_into(replay, [0] * len(priorities))
+        replay.update_priorities(np.arange(len(priorities)), np.array(priorities))
+        for _ in range(20):
+            batch = replay.sample_batch(2, rng, beta=1.0)
+            p = np.array(priorities)[batch["indices"]]
+            np.testing.assert_allclose(batch["weights"], p.min() / p, rtol=1e-6)
+            assert batch["weights"].max() == 1.0
+    replay.weights_over = "buffer"  # the same buffer, the weights over its largest: the tiny priority's
+    batch = replay.sample_batch(2, rng, beta=1.0)
+    np.testing.assert_allclose(batch["weights"], 1e-3 / np.array(priorities)[batch["indices"]], rtol=1e-6)
+    assert composed("algo=dqn").algo.per_weights == "buffer"  # the default: OpenAI baselines'
+
+
 def test_the_sum_tree_is_a_function_of_its_leaves():
     """Sets of one slot (each stored transition: its own path) and of several (sampled priorities), zeros
     (slots never to be drawn) among them, leave the tree that its leaves alone rebuild."""
@@ -473,6 +494,7 @@ def test_a_box_action_space_is_refused_naming_the_algorithms_that_take_it(tmp_pa
         ("algo.per_alpha=-1", "algo.per_alpha=-1.0 is out of range"),
         ("algo.target_update_every=0", "algo.target_update_every=0 is out of range"),
         ("algo.per_beta_steps=-1", "algo.per_beta_steps=-1 is out of range; use >= 0"),
+        ("algo.per_weights=max", "algo.per_weights='max' is unknown; choose one of: buffer, batch"),
     ],
 )
 def test_bad_dqn_settings_are_one_line(tmp_path, override, fragment):

@@ -381,6 +381,7 @@ def test_tuned_settings_of_qrdqn_rainbow_and_c51():
     assert lunar.epochs_schedule() == "algo.anneal_lr=true"  # resume= with other epochs is refused
     minatar = composed("tuned=rainbow", "env=minatar")
     assert (minatar.algo.noisy, minatar.algo.v_max, minatar.network.encoder) == (True, 100, "minatar_cnn")
+    assert minatar.algo.per_weights == "batch"  # Dopamine's importance weights, over the minibatch
     c51 = composed("tuned=c51", "env=minatar").algo
     assert (c51.noisy, c51.optimizer, c51.v_max, c51.update_every) == (
         False,

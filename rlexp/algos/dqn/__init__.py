@@ -30,6 +30,10 @@ What each key means is written beside it in ``conf/algo/dqn.yaml``; in words:
   (new ones at the largest priority so far) and their loss weighted by ``(N P(i)) ** -beta`` over its
   largest value, beta rising linearly from ``per_beta0`` to 1 over ``per_beta_steps`` env steps (by
   default the whole run, ``epochs * steps_per_epoch``: 1 at the end of training, as in the PER paper).
+  ``per_weights`` says which largest value: ``buffer``, the largest any stored transition could get
+  (OpenAI baselines'), or ``batch``, the largest in the minibatch (Dopamine's, CleanRL's). Over the
+  buffer, one transition of near-zero loss anywhere in it shrinks every weight, and with them the
+  gradient, to the size that Adam's epsilon then dominates.
 
 - **Distributional heads** (``distributional``). ``c51`` (Bellemare et al. 2017): each action's
   return is a categorical distribution over ``num_atoms`` fixed atoms evenly spaced on [``v_min``,
@@ -86,6 +90,7 @@ from rlexp.schema import Stat
 OPTIMIZERS = ("adam", "rmsprop")
 LOSSES = ("huber", "mse")
 DISTRIBUTIONAL = ("c51", "qr")
+PER_WEIGHTS = ("buffer", "batch")  # what prioritized replay's importance weights are divided by
 
 
 @dataclass
@@ -123,6 +128,7 @@ class DQNConfig(OffPolicyConfig):
     per_beta0: float = MISSING
     per_beta_steps: int | None = MISSING
     per_eps: float = MISSING
+    per_weights: str = MISSING
     distributional: str | None = MISSING
     num_atoms: int = MISSING
     v_min: float = MISSING
@@ -169,6 +175,10 @@ class DQNConfig(OffPolicyConfig):
         check(
             math.isfinite(self.per_eps) and self.per_eps > 0,
             f"algo.per_eps={self.per_eps} is out of range; use a number > 0",
+        )
+        check(
+            self.per_weights in PER_WEIGHTS,
+            f"algo.per_weights={self.per_weights!r} is unknown; choose one of: {', '.join(PER_WEIGHTS)}",
         )
         check(
             self.distributional is None or self.distributional in DISTRIBUTIONAL,
@@ -266,6 +276,7 @@ class DQNConfig(OffPolicyConfig):
             "gamma": self.gamma,
             "discounts": True,
             "alpha": self.per_alpha if self.prioritized else None,
+            "weights_over": self.per_weights,
         }
 
     def stats(self) -> tuple[Stat, ...]:
