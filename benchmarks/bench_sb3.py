@@ -486,11 +486,13 @@ def main() -> None:
         if args.sbx:
             ensure_sbx()
     peers = ["sb3", *(["sbx"] if args.sbx else [])]
-    print(
-        f"rlexp vs Stable-Baselines3 {SB3_VERSION}" + (f" and SBX {SBX_VERSION}" if args.sbx else "")
-        + f" on {ENV}, CPU, 1 thread, {args.reps} repetitions"
-    )  # fmt: skip
-    print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
+    if args.algos:
+        print(
+            f"rlexp vs Stable-Baselines3 {SB3_VERSION}" + (f" and SBX {SBX_VERSION}" if args.sbx else "")
+            + f" on {', '.join(dict.fromkeys(ENVS.get(a, ENV) for a in args.algos))}, CPU, 1 thread,"
+            + f" {args.reps} repetitions"
+        )  # fmt: skip
+        print(f"{'algo':5} {'library':6} {'env steps / s':>40}")
     lines = []
     tf_figures: dict[str, tuple[float, float]] = {}
     for algo in args.algos:

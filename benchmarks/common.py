@@ -4,6 +4,7 @@ peers' settings and published numbers (../shared/reference/baselines.md), one ho
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
 import os
 import statistics
@@ -258,6 +259,7 @@ def ensure_sb3(contrib: bool = False) -> None:
 SBX_VERSION = "0.28.0"
 JAX_VERSION = "0.10.2"
 SBX_VENV = ROOT / ".venv-sbx"
+SBX_ATARI = ("ale-py", "opencv-python-headless")  # the dqn-atari row's envs in SBX's venv
 # XLA on one thread, as rlexp's torch and TF: no Eigen thread pool, one intra-op thread
 SBX_ENV = {
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
@@ -267,10 +269,14 @@ SBX_ENV = {
 
 def ensure_sbx() -> Path:
     """The Python of SBX's venv (``.venv-sbx``), made on first use: torch pinned as rlexp's (SB3 needs one;
-    the CPU build on this machine's disk, never a CUDA download), then sbx-rl, a CPU jax and the MuJoCo
-    envs."""
+    the CPU build on this machine's disk, never a CUDA download), then sbx-rl, a CPU jax, the MuJoCo envs and
+    the Atari ones (ale-py and OpenCV, the versions of rlexp's venv, for the ``dqn-atari`` row; a venv made
+    before they were in it gets them)."""
     python = SBX_VENV / "bin" / "python"
+    atari = [f"{name}=={importlib.metadata.version(name)}" for name in SBX_ATARI]  # rlexp's own versions
     if python.is_file() and subprocess.run([python, "-c", "import sbx"], capture_output=True).returncode == 0:
+        if subprocess.run([python, "-c", "import ale_py, cv2"], capture_output=True).returncode != 0:
+            subprocess.run([str(python), "-m", "pip", "install", "-q", *atari], check=True)
         return python
     print(f"installing sbx-rl=={SBX_VERSION} and jax=={JAX_VERSION} into {SBX_VENV} ...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(SBX_VENV)], check=True)
@@ -279,7 +285,7 @@ def ensure_sbx() -> Path:
     pip = [str(python), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, f"torch=={torch.__version__.split('+')[0]}"], check=True)
     subprocess.run(
-        [*pip, f"sbx-rl=={SBX_VERSION}", f"jax[cpu]=={JAX_VERSION}", "gymnasium[mujoco]", "pandas"],
+        [*pip, f"sbx-rl=={SBX_VERSION}", f"jax[cpu]=={JAX_VERSION}", "gymnasium[mujoco]", *atari, "pandas"],
         check=True,
     )
     return python
