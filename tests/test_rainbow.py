@@ -382,6 +382,10 @@ def test_tuned_settings_of_qrdqn_rainbow_and_c51():
     minatar = composed("tuned=rainbow", "env=minatar")
     assert (minatar.algo.noisy, minatar.algo.v_max, minatar.network.encoder) == (True, 100, "minatar_cnn")
     assert minatar.algo.per_weights == "batch"  # Dopamine's importance weights, over the minibatch
+    for env in ("CartPole-v1", "LunarLander-v3"):  # Revisiting Rainbow's too, Dopamine's prioritized replay
+        assert composed("tuned=rainbow", f"env={env}").algo.per_weights == "batch"
+    # the default (OpenAI baselines'), where a preset's source names none: SB3-zoo's DQN has no PER
+    assert composed("tuned=dqn", "env=CartPole-v1").algo.per_weights == "buffer"
     c51 = composed("tuned=c51", "env=minatar").algo
     assert (c51.noisy, c51.optimizer, c51.v_max, c51.update_every) == (
         False,
