@@ -4,7 +4,6 @@ peers' settings and published numbers (../shared/reference/baselines.md), one ho
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.util
 import os
 import statistics
@@ -267,21 +266,16 @@ SBX_ENV = {
 }
 
 
-def pinned(name: str) -> str:
-    """``name==version`` of the package as rlexp's venv has it, or ``name`` where it has none."""
-    try:
-        return f"{name}=={importlib.metadata.version(name)}"
-    except importlib.metadata.PackageNotFoundError:
-        return name
-
-
 def ensure_sbx() -> Path:
     """The Python of SBX's venv (``.venv-sbx``), made on first use: torch pinned as rlexp's (SB3 needs one;
     the CPU build on this machine's disk, never a CUDA download), then sbx-rl, a CPU jax, the MuJoCo envs and
     the Atari ones (ale-py and OpenCV, the versions of rlexp's venv, for the ``dqn-atari`` row; a venv made
     before they were in it gets them)."""
     python = SBX_VENV / "bin" / "python"
-    atari = [pinned(name) for name in SBX_ATARI]
+    from rlexp.provenance import package_versions
+
+    # pinned to rlexp's venv's versions where it has them
+    atari = [f"{n}=={v}" if v else n for n, v in package_versions(SBX_ATARI).items()]
     if python.is_file() and subprocess.run([python, "-c", "import sbx"], capture_output=True).returncode == 0:
         if subprocess.run([python, "-c", "import ale_py, cv2"], capture_output=True).returncode != 0:
             subprocess.run([str(python), "-m", "pip", "install", "-q", *atari], check=True)
