@@ -185,6 +185,33 @@ def rlexp_overrides(algo: str, warmup: int, window: int, batch: int) -> list[str
     return common + (["algo.lr=1e-3", "algo.alpha=0.2"] if algo == "sac" else [])
 
 
+def rlexp_env(algo: str) -> str:
+    """The env preset of a row's rlexp runs."""
+    return {"dqn": "CartPole-v1", "dqn-atari": "atari", "qrdqn": "CartPole-v1", "rainbow": "minatar"}.get(
+        algo, ENV
+    )
+
+
+def default_compiles(algo: str, batch: int) -> bool:
+    """Whether rlexp's default, ``backend.compile=null``, compiles the gradient steps of a whole run of the
+    row's settings (the epochs of its preset: Spinning Up's 100 of 4000 steps, a tuned preset's budget), by
+    the loop's own rule: its planned gradient steps against ``backend.compile_min_steps``. The timed runs
+    are short, so each kind is asked for explicitly; the row's default figure is the kind this picks."""
+    from omegaconf import open_dict
+
+    from rlexp.algos.off_policy import planned_gradient_steps
+    from rlexp.api import compose
+    from rlexp.config import load_config
+
+    window = ("algo.epochs=", "algo.steps_per_epoch=", "algo.save_freq=")
+    overrides = [o for o in rlexp_overrides(algo, 0, 0, batch) if not o.startswith(window)]
+    cfg = compose([f"env={rlexp_env(algo)}", "backend=torch", *overrides])
+    with open_dict(cfg):
+        del cfg["hydra"]
+    run = load_config(cfg)
+    return planned_gradient_steps(run.algo, 1, run.env.num_envs) >= run.backend.compile_min_steps
+
+
 def rlexp_sps(
     algo: str,
     warmup: int,
@@ -203,10 +230,8 @@ def rlexp_sps(
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        env = {"dqn": "CartPole-v1", "dqn-atari": "atari", "qrdqn": "CartPole-v1", "rainbow": "minatar"}.get(
-            algo, ENV
-        )  # an env preset
-        cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={env}", f"backend={backend}"]
+        cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"env={rlexp_env(algo)}"]
+        cmd.append(f"backend={backend}")
         cmd += [
             f"comm.procs={procs}",
             f"backend.device={device}",
@@ -214,8 +239,8 @@ def rlexp_sps(
         ]
         if procs == 1:
             cmd.append("backend.threads=1")
-        if compiled:
-            cmd.append("backend.compile=true")
+        if backend == "torch":  # both kinds explicit: the default would run the window eagerly (it is short)
+            cmd.append(f"backend.compile={str(compiled).lower()}")
         out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
         df = pd.read_table(run_dir / "progress.txt")
     on_policy = algo.startswith("ppo")
@@ -511,23 +536,29 @@ def main() -> None:
                 tf.append(child("rlexp", algo, warmup, window, args.batch, backend="tf"))
             for peer in theirs:
                 theirs[peer].append(child(peer, algo, warmup, window, args.batch))
-        print(f"{algo:9} rlexp     {summary(ours)}")
+        # torch's default (backend.compile=null): what a whole run of the row's settings does
+        default = "compiled" if compiled and default_compiles(algo, args.batch) else "eager"
+        print(f"{algo:9} rlexp-eag {summary(ours)}" + ("  (the default)" if default == "eager" else ""))
         if compiled:
-            print(f"{algo:9} rlexp-cmp {summary(compiled)}  (backend.compile; its build {summary(build)} s)")
+            print(
+                f"{algo:9} rlexp-cmp {summary(compiled)}  (backend.compile"
+                + (", the default for a whole run" if default == "compiled" else "")
+                + f"; its build {summary(build)} s)"
+            )
         if tf:
             print(f"{algo:9} rlexp-tf  {summary(tf)}")
         for peer in theirs:
             print(f"{algo:9} {peer:9} {summary(theirs[peer])}")
-        for name, values in (("torch", ours), ("cmp", compiled), ("tf", tf)):
+        for name, values in (("eager", ours), ("compiled", compiled), ("tf", tf)):
             if not values:
                 continue
             for peer in theirs:
                 ratios = [a / b for a, b in zip(values, theirs[peer], strict=True)]
                 print(
-                    f"{algo:9} ratio {name:5} / {peer:3} median {statistics.median(ratios):.2f}x  "
+                    f"{algo:9} ratio {name[:5]:5} / {peer:3} median {statistics.median(ratios):.2f}x  "
                     f"[{min(ratios):.2f}-{max(ratios):.2f}]"
                 )
-            label = algo if name == "torch" else f"{algo} ({'compiled' if name == 'cmp' else name})"
+            label = algo if name == default else f"{algo} ({name})"
             mine = statistics.median(values)
             lines.append(
                 f"{label}  rlexp {mine:.0f} SPS  "
@@ -537,7 +568,10 @@ def main() -> None:
                 )
             )
         if tf:
-            tf_figures[algo] = (statistics.median(ours), statistics.median(tf))
+            tf_figures[algo] = (
+                statistics.median(compiled if default == "compiled" else ours),
+                statistics.median(tf),
+            )
     if not args.no_envpath:
         import bench_envpath
 

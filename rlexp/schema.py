@@ -144,10 +144,20 @@ class TorchBackendConfig(BackendConfig):
     """PyTorch (``conf/backend/torch.yaml``): ``flush_denormal`` flushes subnormal floats to zero in the
     learner's updates on the CPU, as TensorFlow and XLA always do; ``compile`` runs each gradient step as
     one function compiled by ``torch.compile`` (the off-policy algorithms), which needs a C++
-    compiler."""
+    compiler: true, false, or null to let the run decide (on where it pays: on the CPU, with a compiler,
+    for a run that plans at least ``compile_min_steps`` gradient steps per rank; see
+    :func:`rlexp.algos.off_policy.compile_choice`)."""
 
     flush_denormal: bool = MISSING
-    compile: bool = MISSING
+    compile: bool | None = MISSING
+    compile_min_steps: int = MISSING
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            self.compile_min_steps >= 0,
+            f"backend.compile_min_steps={self.compile_min_steps} is out of range; use an integer >= 0",
+        )
 
 
 @dataclass
@@ -405,7 +415,7 @@ class RLExpConfig:
             not (getattr(self.backend, "jit_compile", False) and self.comm.procs > 1),
             "backend.jit_compile=true works with comm.procs=1 only (the MPI allreduce cannot run inside XLA)",
         )
-        if getattr(self.backend, "compile", False):
+        if getattr(self.backend, "compile", None) is True:
             check(
                 type(self.algo).TORCH_COMPILE,
                 "backend.compile=true compiles the gradient step of the off-policy algorithms (algo=ddpg, td3, "

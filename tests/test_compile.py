@@ -21,7 +21,7 @@ from gymnasium import spaces
 from rlexp.algos import ALGOS
 from rlexp.seeding import RankSeeds
 from tests.conftest import ROOT, composed, run_cli, train
-from tests.test_resume import assert_resumes_exactly
+from tests.test_resume import assert_resumes_exactly, assert_same_run
 
 OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
 ACTIONS = spaces.Discrete(3)
@@ -283,3 +283,98 @@ def test_where_it_cannot_compile_it_says_so_in_one_line(tmp_path, overrides, env
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [f"rlexp: error: {message}"]
     assert not (tmp_path / "run").exists()
+
+
+# backend.compile=null (the default): the run decides, from the gradient steps it plans per rank
+def auto_learner(*overrides: str):
+    cfg = composed("algo=dqn", "network.hidden_sizes=[16,16]", "backend.compile=null", *overrides)
+    return ALGOS["dqn"].learner_class("torch")(OBS, ACTIONS, cfg, RankSeeds(0))
+
+
+def test_by_default_a_learner_is_eager_until_the_run_decides():
+    """A learner built to act or to be tested (rlexp.load, test_policy) stays eager; the loop decides."""
+    assert composed("algo=dqn").backend.compile is None
+    assert auto_learner().compiles is False
+
+
+@pytest.mark.parametrize(
+    ("overrides", "planned", "env", "compiles", "note"),
+    [
+        (
+            (),
+            20_000,
+            {},
+            True,
+            "backend.compile=null: each gradient step compiled by torch.compile (20,000 planned "
+            "per rank, at least backend.compile_min_steps=20,000); backend.compile=false runs them eagerly",
+        ),
+        ((), 19_999, {}, False, None),
+        (
+            ("backend.compile_min_steps=10",),
+            10,
+            {},
+            True,
+            "backend.compile=null: each gradient step compiled",
+        ),
+        (
+            (),
+            50_000,
+            {"CXX": "no-such-compiler"},
+            False,
+            "backend.compile=null: eager gradient steps; compiling "
+            "would pay here, but no-such-compiler ($CXX, else g++) is not on PATH",
+        ),
+        (("backend.compile=false",), 10**6, {}, False, None),
+        (("backend.compile=true",), 0, {}, True, None),
+    ],
+    ids=["at-the-threshold", "below", "lower-threshold", "no-compiler", "false", "true"],
+)
+def test_the_run_compiles_where_its_planned_gradient_steps_pay_for_it(
+    monkeypatch, overrides, planned, env, compiles, note
+):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    lrn = auto_learner(*overrides)
+    choice, line = lrn.choose_compile(planned)
+    assert choice is compiles and lrn.compiles is compiles
+    assert (line is None) if note is None else line.startswith(note)
+
+
+def test_a_continued_run_keeps_the_choice_of_its_checkpoint(tmp_path):
+    """The choice is part of the learner's state: a resumed run rounds as it did, whatever it now plans."""
+    first = auto_learner()
+    first.choose_compile(10**6)
+    second = auto_learner()
+    second.load_extra_state(first.extra_state())
+    assert second.choose_compile(0) == (True, None) and second.compiles
+    # a checkpoint from before backend.compile=null records no choice: the run decides as a new one
+    state = first.extra_state()
+    del state["compiles"]
+    third = auto_learner()
+    third.load_extra_state(state)
+    assert third.choose_compile(0) == (False, None)
+
+
+# CartPole's 300 env steps an epoch, a gradient step per 4 (DQN's utd_ratio), none in the first 100: the
+# first epoch plans 50, each later one 75
+AUTO = (*CARTPOLE[:-1], "backend.compile=null", "backend.compile_min_steps=150", "algo.save_freq=1")
+
+
+def test_a_run_of_the_default_compiles_when_long_enough_and_resumes_with_its_choice(tmp_path):
+    """3 epochs plan 200 gradient steps (>= 150): compiled, said once. A 1-epoch run plans 50: eager;
+    continued to 3 epochs it stays eager, and ends as the 3-epoch eager run did, exactly."""
+    long = tmp_path / "long"
+    res = run_cli(f"hydra.run.dir={long}", *AUTO, "algo.epochs=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (
+        res.stdout.count("backend.compile=null: each gradient step compiled by torch.compile (200 planned")
+        == 1
+    )
+    assert res.stdout.count("backend.compile: torch.compile built the gradient step in") == 1
+    short, eager = tmp_path / "short", tmp_path / "eager"
+    train(short, *AUTO, "algo.epochs=1")
+    train(eager, *AUTO, "algo.epochs=3", "backend.compile=false")
+    res = run_cli(f"resume={short}", "algo.epochs=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "backend.compile" not in res.stdout
+    assert_same_run(eager, short)

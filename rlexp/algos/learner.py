@@ -264,6 +264,13 @@ class OffPolicyLearner(Learner):
     def explore(self, obs: np.ndarray) -> np.ndarray:
         """The action to take while training: the policy's, with exploration noise."""
 
+    def choose_compile(self, planned_steps: int) -> tuple[bool | None, str | None]:
+        """Called by the loop once before the first step, on every rank (a collective): a backend whose
+        gradient step may run compiled or not (torch's ``backend.compile``) settles it for this run,
+        ``planned_steps`` being the gradient steps each rank takes in the whole run. Returns (the choice,
+        a line for the console or None); (None, None) where the backend has no such choice."""
+        return None, None
+
     def advance(self, steps: int) -> None:  # a hook: DQN's schedules; none for the others
         """Called by the loop after every env step with the env steps so far, all ranks and envs
         together (and once before the first, with those of the checkpoint it continues from)."""

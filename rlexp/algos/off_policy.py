@@ -158,6 +158,17 @@ def gradient_steps(t: int, update_every: int, utd_ratio: Fraction) -> int:
     return math.floor(t // update_every * update_every * utd_ratio)
 
 
+def planned_gradient_steps(algo: OffPolicyConfig, procs: int, num_envs: int) -> int:
+    """The gradient steps each of ``procs`` ranks takes in a whole run of ``algo.epochs`` epochs (up to the
+    few that n-step returns hold back at the start): what decides torch's ``backend.compile=null``."""
+    t_end = algo.epochs * (algo.steps_per_epoch // (procs * num_envs)) * num_envs  # a rank's env steps
+    utd = Fraction(repr(algo.utd_ratio))
+    start = algo.update_after // procs
+    return max(
+        0, gradient_steps(t_end, algo.update_every, utd) - gradient_steps(start, algo.update_every, utd)
+    )
+
+
 def normalized(batch: dict[str, Any], norm: Normalizer) -> dict[str, Any]:
     """A replay batch of raw transitions as the learner sees them: observations normalised and rewards
     scaled with the current statistics (SB3's VecNormalize with an off-policy algorithm). A transition's
@@ -213,6 +224,9 @@ def train(cfg: RLExpConfig, run_dir: Path, logger: EpochLogger, stop: StopReques
     book = Bookkeeping(
         cfg, run_dir, logger, stop, learner, envs=[envs], seeds=seeds, keep=algo.keep_checkpoints
     )
+    _, note = learner.choose_compile(planned_gradient_steps(algo, size, n))  # torch's backend.compile=null
+    if note is not None:
+        logger.log(note, "cyan")
     norm = learner.normalizer  # observation/reward normalisation (a no-op unless env.normalize_*)
     state = book.loop_state
     if state is None:

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import math
 import os
+import shutil
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -872,10 +873,52 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
         self, obs_space: spaces.Box, act_space: spaces.Space, cfg: RLExpConfig, seeds: RankSeeds
     ) -> None:
         super().__init__(obs_space, act_space, cfg, seeds)
-        #: ``backend.compile``: each gradient step one compiled call (:meth:`compiled_update`)
+        #: ``backend.compile``: each gradient step one compiled call (:meth:`compiled_update`); null
+        #: (auto) is eager until the loop calls :meth:`choose_compile`
         self.compiles: bool = bool(getattr(cfg.backend, "compile", False))
+        #: the choice that ``backend.compile=null`` made for the run whose checkpoint was loaded (None: none)
+        self.recorded_compile: bool | None = None
         self._compiled: dict[bool, CompiledUpdate] = {}  # by policy_step, built at first use
         self._compile_logged: set[bool] = set()  # those whose compile time log_lines() gave
+
+    def choose_compile(self, planned_steps: int) -> tuple[bool | None, str | None]:
+        """``backend.compile`` as given; null: the choice recorded in the checkpoint this run continues
+        from (so that it continues exactly), else on where compiling pays: an algorithm with a compiled
+        step on the CPU (where it was measured), a C++ compiler for inductor, and at least
+        ``backend.compile_min_steps`` planned gradient steps per rank, the seconds of compiling being
+        won back by then. All ranks agree (the minimum over them): a compiled rank rounds differently."""
+        backend = self.cfg.backend
+        if backend.compile is not None:
+            return self.compiles, None
+        if self.recorded_compile is not None:
+            self.compiles = self.recorded_compile
+            return self.compiles, None
+        cxx = os.environ.get("CXX", "g++")
+        pays = (
+            type(self.cfg.algo).TORCH_COMPILE
+            and self.device.type == "cpu"
+            and planned_steps >= backend.compile_min_steps
+        )
+        has_cxx = shutil.which(cxx) is not None
+        self.compiles = bool(comm.mpi_min(int(pays and has_cxx)))
+        if self.compiles:
+            return True, (
+                f"backend.compile=null: each gradient step compiled by torch.compile ({planned_steps:,} planned "
+                f"per rank, at least backend.compile_min_steps={backend.compile_min_steps:,}); "
+                "backend.compile=false runs them eagerly"
+            )
+        if pays:
+            where = f"{cxx} ($CXX, else g++) is not on PATH" if not has_cxx else "a rank has no C++ compiler"
+            return False, f"backend.compile=null: eager gradient steps; compiling would pay here, but {where}"
+        return False, None
+
+    def extra_state(self) -> dict[str, Any]:
+        return {**super().extra_state(), "compiles": self.compiles}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
+        if "compiles" in state:  # a checkpoint from before backend.compile=null records none
+            self.recorded_compile = bool(state["compiles"])
 
     def compiled_stages(
         self, policy_step: bool

@@ -21,7 +21,7 @@
 #                    notice a job that died without a result, see ../reference/slurm-ci.md)
 #   MN_NET           first three octets of the /24  (default 10.213.0; .1 = host, .10+i = node i)
 #   MN_PREFIX        node name prefix               (default node)
-#   MN_CPUS          CPUs declared per node         (default: nproc; every node has the same cores)
+#   MN_CPUS          CPUs declared per node         (default: the cores nproc finds, whatever OMP_NUM_THREADS says)
 #   WITH_PMIX        1 = also install libpmix-dev so `srun --mpi=pmix` works (default 0; +8 s apt).
 #                    Slurm's mpi/pmix plugin dlopens .../pmix2/lib/libpmix.so, which only the -dev
 #                    package ships; slurmd must start after it is installed.
@@ -153,7 +153,7 @@ fi
 # --- slurm.conf (one file, read by slurmctld, every slurmd and every client) --------------------
 H=$(hostname -s)                                  # slurmctld must run on the host named here
 MEM=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
-CPUS=${MN_CPUS:-$(nproc)}
+CPUS=${MN_CPUS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}  # nproc alone counts OMP_NUM_THREADS
 {
 cat <<EOC
 $MARK (written by slurm_multinode_up.sh; $N nodes)

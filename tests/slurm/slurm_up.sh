@@ -43,7 +43,7 @@ EOC
 fi
 
 # --- slurm.conf ---
-H=$(hostname -s); MEM=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p'); CPUS=$(nproc)
+H=$(hostname -s); MEM=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p'); CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc alone counts OMP_NUM_THREADS
 cat > /etc/slurm/slurm.conf <<EOC
 ClusterName=ci
 SlurmctldHost=$H(127.0.0.1)
