@@ -10,10 +10,12 @@ settings as SB3 (its activations flax's). Prints figures and ratios; asserts not
     python benchmarks/bench_sb3.py [--algos td3 sac ppo tqc crossq] [--reps 3] [--no-backends] [--no-sbx]
                                    [--no-mpi] [--no-envpath] [--no-contention]
 
-The off-policy rows (``COMPILED_ROWS``) also time rlexp's torch with
+The off-policy rows (``COMPILED_ROWS``) time rlexp's torch eagerly (``rlexp-eag``) and with
 ``backend.compile=true`` (``rlexp-cmp``: each gradient step one ``torch.compile``d function) in the same
 alternation, with the seconds its compilation took; that falls before the window (the first gradient
-step is at ``LEARNING_STARTS``), so the line says it apart.
+step is at ``LEARNING_STARTS``), so the line says it apart. The row's summary line (its plain name) is
+torch's default, ``backend.compile=null``: the kind that a whole run of the row's settings would choose
+(:func:`default_compiles`); the other kind's line says which it is.
 
 After the SB3 table come rlexp's env path per env step beside the raw env's step (one env, 8 sync, 8
 async; on- and off-policy: benchmarks/bench_envpath.py), whose summary lines join the SB3 ones.

@@ -378,3 +378,29 @@ def test_a_run_of_the_default_compiles_when_long_enough_and_resumes_with_its_cho
     assert res.returncode == 0, res.stderr[-3000:]
     assert "backend.compile" not in res.stdout
     assert_same_run(eager, short)
+
+
+WARMUP_ONLY = (
+    "algo=dqn",
+    "env=CartPole-v1",
+    "algo.epochs=1",
+    "algo.steps_per_epoch=500",
+    "algo.update_after=500",
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "procs", "planned"),
+    [
+        (("algo=sac",), 1, 399_000),  # Spinning Up's 100 epochs of 4000 steps, from step 1000, one a step
+        (("algo=sac", "comm.procs=2"), 2, 199_500),  # each rank half the env steps: half the gradient steps
+        (("algo=dqn", "tuned=dqn", "env=CartPole-v1"), 1, 24_576),  # the zoo's: 128 every 256 of 50k steps
+        (WARMUP_ONLY, 1, 0),
+    ],
+    ids=["sac", "sac-2-ranks", "dqn-zoo-cartpole", "warm-up-only"],
+)
+def test_planned_gradient_steps_count_a_whole_run_of_one_rank(overrides, procs, planned):
+    from rlexp.algos.off_policy import planned_gradient_steps
+
+    cfg = composed(*overrides)
+    assert planned_gradient_steps(cfg.algo, procs, cfg.env.num_envs) == planned
