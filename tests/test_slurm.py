@@ -61,16 +61,30 @@ def slurm(tmp_path_factory):
             )
 
 
-def _sweep(sweep: Path, *args: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlexp", "--multirun", f"hydra.sweep.dir={sweep}", *LAUNCHER, *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+@pytest.fixture
+def sweeps(slurm):
+    """Starts sweeps (``sweeps(dir, *overrides)``); a launcher still polling its jobs when the test ends (a
+    failed test) is killed before the cluster may go down, never left to poll a cluster that is gone."""
+    procs: list[subprocess.Popen] = []
+
+    def start(sweep: Path, *args: str) -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rlexp", "--multirun", f"hydra.sweep.dir={sweep}", *LAUNCHER, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def _states(job: str, timeout: float = 180) -> list[str]:
@@ -89,9 +103,9 @@ def _states(job: str, timeout: float = 180) -> list[str]:
         time.sleep(1)
 
 
-def test_a_two_job_sweep_with_two_ranks_each(slurm, tmp_path):
+def test_a_two_job_sweep_with_two_ranks_each(sweeps, tmp_path):
     sweep = tmp_path / "sweep"
-    proc = _sweep(sweep, "seed=0,1", "comm.procs=2", "algo.epochs=2", "algo.steps_per_epoch=400")
+    proc = sweeps(sweep, "seed=0,1", "comm.procs=2", "algo.epochs=2", "algo.steps_per_epoch=400")
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-4000:]
     runs = sorted(p.name for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -122,10 +136,10 @@ def _preempt_after_an_epoch(sweep: Path, proc: subprocess.Popen) -> str:
     return job
 
 
-def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm, tmp_path):
+def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(sweeps, tmp_path):
     sweep = tmp_path / "sweep"
     epochs = 8
-    proc = _sweep(sweep, "seed=3", "comm.procs=2", f"algo.epochs={epochs}", "algo.steps_per_epoch=1000")
+    proc = sweeps(sweep, "seed=3", "comm.procs=2", f"algo.epochs={epochs}", "algo.steps_per_epoch=1000")
     progress = sweep / "0" / "progress.txt"
     job = _preempt_after_an_epoch(sweep, proc)
     out, _ = proc.communicate(timeout=300)
@@ -141,9 +155,9 @@ def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm, tmp_
     assert _states(job) == ["REQUEUED", "COMPLETED"]  # requeued once, then finished
 
 
-def test_a_job_slurm_refuses_is_one_line(slurm, tmp_path):
+def test_a_job_slurm_refuses_is_one_line(sweeps, tmp_path):
     sweep = tmp_path / "sweep"
-    proc = _sweep(sweep, "seed=0", "algo.epochs=1", "hydra.launcher.partition=nosuch")
+    proc = sweeps(sweep, "seed=0", "algo.epochs=1", "hydra.launcher.partition=nosuch")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, out[-4000:]
     assert "Traceback" not in out
