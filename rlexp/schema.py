@@ -146,7 +146,7 @@ class TorchBackendConfig(BackendConfig):
     one function compiled by ``torch.compile`` (the off-policy algorithms), which needs a C++
     compiler: true, false, or null to let the run decide (on where it pays: on the CPU, with a compiler,
     for a run that plans at least ``compile_min_steps`` gradient steps per rank; see
-    :func:`rlexp.algos.off_policy.compile_choice`)."""
+    :meth:`rlexp.algos.torch_common.OffPolicyTorchLearner.choose_compile`)."""
 
     flush_denormal: bool = MISSING
     compile: bool | None = MISSING
