@@ -8,11 +8,13 @@ otherwise (CI runs as root).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -61,30 +63,42 @@ def slurm(tmp_path_factory):
             )
 
 
-@pytest.fixture
-def sweeps(slurm):
-    """Starts sweeps (``sweeps(dir, *overrides)``); a launcher still polling its jobs when the test ends (a
-    failed test) is killed before the cluster may go down, never left to poll a cluster that is gone."""
+def _sweep(sweep: Path, *args: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlexp", "--multirun", f"hydra.sweep.dir={sweep}", *LAUNCHER, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@contextlib.contextmanager
+def sweep_starter() -> Iterator[Callable[..., subprocess.Popen]]:
+    """Yields :func:`_sweep`; a launcher still polling its jobs on the way out (a failed test) is killed,
+    never left to poll a cluster that goes down after the test."""
     procs: list[subprocess.Popen] = []
 
     def start(sweep: Path, *args: str) -> subprocess.Popen:
-        env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rlexp", "--multirun", f"hydra.sweep.dir={sweep}", *LAUNCHER, *args],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        procs.append(proc)
-        return proc
+        procs.append(_sweep(sweep, *args))
+        return procs[-1]
 
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+@pytest.fixture
+def sweeps(slurm):
+    """``sweeps(dir, *overrides)`` starts a sweep on the cluster (:func:`sweep_starter`)."""
+    with sweep_starter() as start:
+        yield start
 
 
 def _states(job: str, timeout: float = 180) -> list[str]:

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, one_slurm_cluster
-from tests.test_slurm import _preempt_after_an_epoch, _sweep
+from tests.test_slurm import _preempt_after_an_epoch, sweep_starter
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 
@@ -76,6 +76,13 @@ def _cluster():
         )
 
 
+@pytest.fixture
+def sweeps(cluster):
+    """``sweeps(dir, *overrides)`` starts a sweep on the 2-node cluster (test_slurm's :func:`sweep_starter`)."""
+    with sweep_starter() as start:
+        yield start
+
+
 def _sbatch(script: str, out: Path, timeout: float = 180) -> str:
     """Run ``script`` as a 2-node batch job (one task of one CPU per node) and wait for it to end;
     return its output."""
@@ -105,10 +112,10 @@ def _placement(path: Path) -> list[tuple[int, str]]:
     return [(row["rank"], row["host"]) for row in json.loads(path.read_text())["placement"]]
 
 
-def test_ppo_over_two_nodes_equals_the_same_run_on_one_node(cluster, tmp_path):
+def test_ppo_over_two_nodes_equals_the_same_run_on_one_node(sweeps, tmp_path):
     sweep = tmp_path / "sweep"
     args = ("seed=0", "algo.epochs=2", "algo.steps_per_epoch=400")
-    proc = _sweep(sweep, *args, "comm.procs=2", "comm.nodes=2", NO_BINDING)
+    proc = sweeps(sweep, *args, "comm.procs=2", "comm.nodes=2", NO_BINDING)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-4000:]
     run = sweep / "0"
@@ -119,11 +126,11 @@ def test_ppo_over_two_nodes_equals_the_same_run_on_one_node(cluster, tmp_path):
     assert multi.equals(_local_run(tmp_path / "local", *args))
 
 
-def test_usr2_over_two_nodes_requeues_and_resumes_exactly(cluster, tmp_path):
+def test_usr2_over_two_nodes_requeues_and_resumes_exactly(sweeps, tmp_path):
     sweep = tmp_path / "sweep"
     epochs = 8
     args = ("seed=3", f"algo.epochs={epochs}", "algo.steps_per_epoch=1000")
-    proc = _sweep(sweep, *args, "comm.procs=2", "comm.nodes=2", NO_BINDING)
+    proc = sweeps(sweep, *args, "comm.procs=2", "comm.nodes=2", NO_BINDING)
     progress = sweep / "0" / "progress.txt"
     job = _preempt_after_an_epoch(sweep, proc)  # USR2 reaches every step: PRRTE's daemon on node2 too
     out, _ = proc.communicate(timeout=300)
