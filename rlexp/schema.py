@@ -31,6 +31,12 @@ Stat = tuple[str, bool]
 VECTOR_MODES = ("sync", "async")
 
 
+def cxx_compiler() -> tuple[str, bool]:
+    """The C++ compiler that torch.compile calls ($CXX, else g++), and whether it is on PATH."""
+    cxx = os.environ.get("CXX", "g++")
+    return cxx, shutil.which(cxx) is not None
+
+
 @dataclass
 class EnvConfig:
     """Which gymnasium environment to train on (``conf/env/``)."""
@@ -422,9 +428,9 @@ class RLExpConfig:
                 f"sac, tqc, crossq, dqn, c51, qrdqn, rainbow); algo={self.algo.name} has none to compile: set "
                 "backend.compile=false",
             )
-            cxx = os.environ.get("CXX", "g++")
+            cxx, found = cxx_compiler()
             check(
-                shutil.which(cxx) is not None,
+                found,
                 f"backend.compile=true needs the C++ compiler that torch.compile calls, {cxx} ($CXX, else g++), "
                 "which is not on PATH; install one or set backend.compile=false",
             )

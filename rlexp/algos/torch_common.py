@@ -14,7 +14,6 @@ import hashlib
 import inspect
 import math
 import os
-import shutil
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -49,7 +48,7 @@ from rlexp.nn.torch import (
     linear_layers,
     set_onednn_min_macs,
 )
-from rlexp.schema import BackendConfig, RLExpConfig
+from rlexp.schema import BackendConfig, RLExpConfig, cxx_compiler
 from rlexp.seeding import RankSeeds
 
 
@@ -893,13 +892,12 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
         if self.recorded_compile is not None:
             self.compiles = self.recorded_compile
             return self.compiles, None
-        cxx = os.environ.get("CXX", "g++")
+        cxx, has_cxx = cxx_compiler()
         pays = (
             type(self.cfg.algo).TORCH_COMPILE
             and self.device.type == "cpu"
             and planned_steps >= backend.compile_min_steps
         )
-        has_cxx = shutil.which(cxx) is not None
         self.compiles = bool(comm.mpi_min(int(pays and has_cxx)))
         if self.compiles:
             return True, (
