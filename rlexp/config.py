@@ -290,7 +290,11 @@ def _add_value_target_key(raw: DictConfig) -> None:
 
 
 # keys whose preset value changes a run's numbers: what a run saved before the key existed did instead
-OLD_VALUES = {("backend", "flush_denormal"): False, ("backend", "compile"): False}
+OLD_VALUES = {
+    ("backend", "flush_denormal"): False,
+    ("backend", "compile"): False,
+    ("backend", "compile_unroll"): 1,
+}
 
 
 def _add_later_group_keys(raw: DictConfig) -> None:
@@ -299,7 +303,8 @@ def _add_later_group_keys(raw: DictConfig) -> None:
     (the env pipeline from conf/config.yaml: no wrappers, no normalisation; the network's memory from
     there too: none; an algorithm's new keys from its conf/algo/ preset: all off; tuned: none;
     comm.nodes etc.: one node; a backend's from its conf/backend/ preset: TF's compile_bursts, which
-    changes no number; but torch's flush_denormal and compile, which change numbers, off as they were)."""
+    changes no number; but torch's flush_denormal, compile and compile_unroll, which change numbers, as they were: off,
+    one compiled call a step)."""
     conf = Path(CONF_DIR)
     sources = {
         "env": OmegaConf.load(conf / "config.yaml").get("env"),

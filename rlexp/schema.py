@@ -152,17 +152,25 @@ class TorchBackendConfig(BackendConfig):
     one function compiled by ``torch.compile`` (the off-policy algorithms), which needs a C++
     compiler: true, false, or null to let the run decide (on where it pays: on the CPU, with a compiler,
     for a run that plans at least ``compile_min_steps`` gradient steps per rank; see
-    :meth:`rlexp.algos.torch_common.OffPolicyTorchLearner.choose_compile`)."""
+    :meth:`rlexp.algos.torch_common.OffPolicyTorchLearner.choose_compile`); with one rank,
+    ``compile_unroll`` steps of a burst run as one compiled call, unrolled
+    (:meth:`rlexp.algos.torch_common.OffPolicyTorchLearner.update_burst`)."""
 
     flush_denormal: bool = MISSING
     compile: bool | None = MISSING
     compile_min_steps: int = MISSING
+    compile_unroll: int = MISSING
 
     def validate(self) -> None:
         super().validate()
         check(
             self.compile_min_steps >= 0,
             f"backend.compile_min_steps={self.compile_min_steps} is out of range; use an integer >= 0",
+        )
+        check(
+            self.compile_unroll >= 1,
+            f"backend.compile_unroll={self.compile_unroll} is out of range; use an integer >= 1 (1: one "
+            "compiled call per gradient step)",
         )
 
 

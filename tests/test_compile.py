@@ -66,8 +66,13 @@ CASES = {
 GROUPS = ("q_flat", "q_targ_flat", "pi_flat", "pi_targ_flat", "log_alpha")
 
 
-def learner(compiled: bool, *overrides: str):
-    cfg = composed(*overrides, "network.hidden_sizes=[16,16]", f"backend.compile={compiled}")
+def learner(compiled: bool, *overrides: str, unroll: int = 1):
+    cfg = composed(
+        *overrides,
+        "network.hidden_sizes=[16,16]",
+        f"backend.compile={compiled}",
+        f"backend.compile_unroll={unroll}",
+    )
     actions = ACTIONS if cfg.algo.name in ("dqn",) else BOX
     return ALGOS[cfg.algo.name].learner_class("torch")(OBS, actions, cfg, RankSeeds(0))
 
@@ -110,10 +115,15 @@ def close(a, b, where: str) -> None:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_compiled_step_takes_the_eager_steps_up_to_rounding(case):
+    """One step, then a burst of 11: with ``backend.compile_unroll=3`` three calls of 3 steps each
+    (with TD3's delay, steps 1-3 and 7-9 skip the policy's first and third, 4-6 its second: two
+    programs) and two calls of one step; CrossQ, which averages its running statistics after a step,
+    one call a step."""
     from torch._dynamo.utils import counters
 
-    eager, compiled = learner(False, *CASES[case]), learner(True, *CASES[case])
+    eager, compiled = learner(False, *CASES[case]), learner(True, *CASES[case], unroll=3)
     assert not eager.compiles and compiled.compiles
+    assert compiled.unroll == (1 if case == "crossq" else 3)
     counters.clear()
     data = data_for(eager)
     # one step, then a burst: both paths of the loop
@@ -136,8 +146,11 @@ def test_a_compiled_step_takes_the_eager_steps_up_to_rounding(case):
         if name.endswith(".steps"):  # each training pass counts one
             assert torch.equal(groups(compiled)[name], groups(eager)[name]), name
         assert torch.equal(groups(compiled)[name], start[name]) != learns, name
-    # one compilation, or two with a policy delay (steps with and without the policy's): no recompiles
-    assert counters["stats"]["unique_graphs"] == (2 if eager.policy_delay > 1 else 1)
+    # one compilation of a step, or two with a policy delay (steps with and without the policy's), and
+    # of a call of 3 steps one or two: no recompiles
+    programs = 2 if eager.policy_delay > 1 else 1
+    unrolled = 0 if compiled.unroll == 1 else programs
+    assert counters["stats"]["unique_graphs"] == programs + unrolled
     # torch's own state: the same keys, dtypes and values (a checkpoint reads into either learner)
     for key, opt in eager.optimizers().items():
         sa, sb = opt.state_dict(), compiled.optimizers()[key].state_dict()
@@ -158,7 +171,8 @@ def test_a_compiled_step_takes_the_eager_steps_up_to_rounding(case):
         close(value, groups(compiled)[name], f"{name} after loading")
     lines = compiled.log_lines()
     assert lines[0].startswith("backend.compile: torch.compile built the gradient step in "), lines
-    assert len(lines) == (2 if eager.policy_delay > 1 else 1), lines
+    assert len(lines) == programs + unrolled, lines
+    assert all("built 3 gradient steps as one call" in line for line in lines[programs:]), lines
     assert compiled.log_lines() == []  # once
 
 
@@ -217,6 +231,10 @@ def test_a_compiled_run_says_how_long_it_compiled_and_resumes_exactly(tmp_path, 
     res = run_cli(f"hydra.run.dir={whole}", *args, "algo.epochs=3", "algo.save_freq=1")
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.count("backend.compile: torch.compile built the gradient step in") == 1
+    # bursts of 50 steps (a multiple of TD3's delay): 6 calls of 8 (backend.compile_unroll), 2 of one;
+    # CrossQ one call a step
+    unrolled = "backend.compile: torch.compile built 8 gradient steps as one call (backend.compile_unroll) in"
+    assert res.stdout.count(unrolled) == (0 if args is CROSSQ else 1)
     assert_resumes_exactly(whole, tmp_path / "part", 1)
 
 
@@ -353,6 +371,21 @@ def test_a_continued_run_keeps_the_choice_of_its_checkpoint(tmp_path):
     third = auto_learner()
     third.load_extra_state(state)
     assert third.choose_compile(0) == (False, None)
+
+
+def test_a_run_from_before_compile_unroll_keeps_one_compiled_call_a_step(tmp_path):
+    """Unrolled steps round differently: a run recorded before the key continues with one call a step."""
+    import yaml
+
+    from rlexp.config import load_run_config, to_container
+
+    run = tmp_path / "old"
+    run.mkdir()
+    saved = to_container(composed("algo=sac", "backend.compile=true"))
+    assert saved["backend"]["compile_unroll"] == 8  # the default of a new run
+    del saved["backend"]["compile_unroll"]
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert load_run_config(run).backend.compile_unroll == 1
 
 
 # CartPole's 300 env steps an epoch, a gradient step per 4 (DQN's utd_ratio), none in the first 100: the

@@ -247,6 +247,11 @@ BAD_INPUTS = [
     (["algo=sac", "env=Pendulum-v1", "algo.lr=null"], "algo.lr is required for sac"),
     (["algo=ddpg", "env=Pendulum-v1", "algo.q_lr=0"], "algo.q_lr=0.0 is out of range for ddpg"),
     (["backend.device=gpu"], "backend.device='gpu' is unknown; use cpu, cuda, cuda:N or auto"),
+    (["backend.compile_min_steps=-1"], "backend.compile_min_steps=-1 is out of range; use an integer >= 0"),
+    (
+        ["backend.compile_unroll=0"],
+        "backend.compile_unroll=0 is out of range; use an integer >= 1 (1: one compiled call per gradient step)",
+    ),
     (["algo.test_every=-1"], "algo.test_every=-1 is out of range; use an integer >= 0 (0: no test episodes)"),
     (["algo.num_test_episodes=-2"], "algo.num_test_episodes=-2 is out of range; use an integer >= 0"),
     (

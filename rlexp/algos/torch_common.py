@@ -487,17 +487,16 @@ class CompiledUpdate:
         return stats
 
     @staticmethod
-    def _coefficients(optimizer: torch.optim.Optimizer, step: torch.Tensor) -> torch.Tensor:
-        """The rule's scalars for the step after ``step`` as a float64 tensor (numbers would be compiled
-        in as constants; powers computed inside the compiled function were recomputed per vector of
-        parameters): Adam's ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)``, in double as torch's fused
-        kernel computes them; RMSprop's ``lr``."""
+    def _coefficients(optimizer: torch.optim.Optimizer, t: float) -> torch.Tensor:
+        """The rule's scalars for the optimizer's ``t``-th step (counted from 1) as a float64 tensor
+        (numbers would be compiled in as constants; powers computed inside the compiled function were
+        recomputed per vector of parameters): Adam's ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)``,
+        in double as torch's fused kernel computes them; RMSprop's ``lr``."""
         group = optimizer.param_groups[0]
         lr = float(group["lr"])
         device = group["params"][0].device
         if "betas" not in group:
             return torch.tensor([lr], dtype=torch.float64, device=device)
-        t = float(step) + 1
         beta1, beta2 = group["betas"]
         values = [lr / (1 - beta1**t), math.sqrt(1 - beta2**t)]
         return torch.tensor(values, dtype=torch.float64, device=device)
@@ -511,7 +510,8 @@ class CompiledUpdate:
         states = [optimizer_state(stage.optimizer) for stage in self.stages]
         if len(self._compiled) == 1:
             coefs = [
-                self._coefficients(s.optimizer, st[0]) for s, st in zip(self.stages, states, strict=True)
+                self._coefficients(s.optimizer, float(st[0]) + 1)
+                for s, st in zip(self.stages, states, strict=True)
             ]
             stats = self._compiled[0](groups, batch, states, coefs)
         else:
@@ -526,12 +526,64 @@ class CompiledUpdate:
                     param.grad = torch.zeros_like(param)
                 param.grad.copy_(grad)
                 avg_grads([param])
-                rules[i](
-                    groups[stage.group], param.grad, state, self._coefficients(stage.optimizer, state[0])
-                )
+                coef = self._coefficients(stage.optimizer, float(state[0]) + 1)
+                rules[i](groups[stage.group], param.grad, state, coef)
                 return value, more
 
             stats = self._run(groups, step)
+        if start is not None:
+            self.seconds = time.perf_counter() - start
+        return stats
+
+
+class CompiledBurst:
+    """Several gradient steps in a row, each a :class:`CompiledUpdate`'s (the step with the policy's or
+    without it, TD3's delay), as one compiled call: the steps unrolled into one program, so that the
+    per-call costs (Dynamo's guards, the wrappers around the compiled code, ~0.2 ms here) are paid once
+    for all of them. The steps are the updates' own (the same losses, rules and random draws, given in
+    each step's minibatch), in order; inductor may fuse across them, so the numbers are those of one call
+    a step up to rounding, and the same from call to call. One rank only: with several, each stage's
+    gradient is averaged between two compiled calls.
+
+    :param updates: the update of each step, in order (one compilation per sequence of them).
+    """
+
+    def __init__(self, updates: list[CompiledUpdate]) -> None:
+        self.updates = updates
+        #: seconds of the first call, which compiles (None until then)
+        self.seconds: float | None = None
+        self._compiled: Callable[..., Any] | None = None
+
+    def _steps(
+        self,
+        groups: dict[str, torch.Tensor],
+        batches: list[Batch],
+        states: list[list[list[torch.Tensor]]],
+        coefs: list[list[torch.Tensor]],
+    ) -> list[Stats]:
+        return [
+            update._whole(groups, batch, state, coef)
+            for update, batch, state, coef in zip(self.updates, batches, states, coefs, strict=True)
+        ]
+
+    def __call__(self, batches: list[Batch]) -> list[Stats]:
+        """The steps on ``batches`` (tensors, each with its step's random draws): each step's statistics."""
+        start = time.perf_counter() if self.seconds is None else None
+        if self._compiled is None:
+            self._compiled = torch.compile(own_code(self._steps), fullgraph=True, dynamic=False)
+        groups = {name: flat.detach() for u in self.updates for name, flat in u.groups.items()}
+        states = [[optimizer_state(stage.optimizer) for stage in u.stages] for u in self.updates]
+        # each optimizer's step count as it will be at each of its steps (TD3's policy skips some)
+        counts: dict[int, float] = {}
+        coefs = []
+        for update, state in zip(self.updates, states, strict=True):
+            step_coefs = []
+            for stage, st in zip(update.stages, state, strict=True):
+                key = id(stage.optimizer)
+                counts[key] = counts.get(key, float(st[0])) + 1
+                step_coefs.append(update._coefficients(stage.optimizer, counts[key]))
+            coefs.append(step_coefs)
+        stats = self._compiled(groups, batches, states, coefs)
         if start is not None:
             self.seconds = time.perf_counter() - start
         return stats
@@ -878,7 +930,8 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
         #: the choice that ``backend.compile=null`` made for the run whose checkpoint was loaded (None: none)
         self.recorded_compile: bool | None = None
         self._compiled: dict[bool, CompiledUpdate] = {}  # by policy_step, built at first use
-        self._compile_logged: set[bool] = set()  # those whose compile time log_lines() gave
+        self._bursts: dict[tuple[bool, ...], CompiledBurst] = {}  # by the steps' policy_step, at first use
+        self._compile_logged: set[Any] = set()  # those whose compile time log_lines() gave
 
     def choose_compile(self, planned_steps: int) -> tuple[bool | None, str | None]:
         """``backend.compile`` as given; null: the choice recorded in the checkpoint this run continues
@@ -925,13 +978,23 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
         parameter groups by name, the optimizer steps, what follows them)."""
         raise NotImplementedError(f"{type(self).__name__} has no compiled step")
 
-    def compiled_update(self, batch: Batch, policy_step: bool) -> Stats:
-        """One gradient step on ``batch`` (tensors, with the step's random draws) as one compiled call
-        (one compilation for the steps with the policy's, one for those without)."""
+    def with_draws(self, batch: Batch, policy_step: bool) -> Batch:
+        """``batch`` (tensors) with the random draws of its gradient step, drawn from the ``learner``
+        stream in the order the step uses them (SAC's actions, TD3's target noise, a noisy network's
+        draws); none here. Drawn before the step, so that a compiled step takes them as inputs."""
+        return batch
+
+    def compiled_step(self, policy_step: bool) -> CompiledUpdate:
+        """The compiled gradient step with or without the policy's (one compilation each, at first use)."""
         update = self._compiled.get(policy_step)
         if update is None:
             update = self._compiled[policy_step] = CompiledUpdate(*self.compiled_stages(policy_step))
-        return update(batch)
+        return update
+
+    def compiled_update(self, batch: Batch, policy_step: bool) -> Stats:
+        """One gradient step on ``batch`` (tensors, with the step's random draws) as one compiled call
+        (one compilation for the steps with the policy's, one for those without)."""
+        return self.compiled_step(policy_step)(batch)
 
     def log_lines(self) -> list[str]:
         lines = []
@@ -941,15 +1004,54 @@ class OffPolicyTorchLearner(OffPolicyLearner, TorchLearner):
             self._compile_logged.add(policy_step)
             what = "gradient step" if policy_step else "critics' step (without the policy's)"
             lines.append(f"backend.compile: torch.compile built the {what} in {update.seconds:.1f} s")
+        for pattern, burst in self._bursts.items():
+            if burst.seconds is None or pattern in self._compile_logged:
+                continue
+            self._compile_logged.add(pattern)
+            lines.append(
+                f"backend.compile: torch.compile built {len(pattern)} gradient steps as one call "
+                f"(backend.compile_unroll) in {burst.seconds:.1f} s"
+            )
         return lines
 
     def update(self, batch: Batch) -> Stats:
         with denormals_flushed(self.flush_denormal):
             return super().update(batch)
 
+    @property
+    def unroll(self) -> int:
+        """The gradient steps of a burst that :meth:`update_burst` runs as one compiled call: torch's
+        ``backend.compile_unroll`` when the steps compile, with one rank (several average each stage's
+        gradient between compiled calls), for algorithms whose step is :meth:`update_networks` alone
+        (CrossQ averages its running statistics after it); else 1."""
+        if not self.compiles or comm.num_procs() > 1:
+            return 1
+        if type(self).compute_update is not OffPolicyLearner.compute_update:
+            return 1
+        return int(getattr(self.cfg.backend, "compile_unroll", 1))
+
     def update_burst(self, sample: Callable[[], Batch], steps: int) -> list[Stats]:
+        """With :attr:`unroll` k > 1, the burst's steps k at a time as one compiled call
+        (:class:`CompiledBurst`), the rest one call each: the k minibatches drawn first (the replay's
+        stream, in the eager loop's order), then each step's random draws (the learner's stream, in the
+        same order as one step at a time). The numbers are those of one call a step up to rounding."""
+        k = self.unroll
         with denormals_flushed(self.flush_denormal):
-            return super().update_burst(sample, steps)
+            if k < 2 or steps < k:
+                return super().update_burst(sample, steps)
+            out: list[Stats] = []
+            while steps - len(out) >= k:
+                batches = [self.tensors(sample()) for _ in range(k)]
+                pattern = tuple((self.n_updates + j) % self.policy_delay == 0 for j in range(k))
+                inputs = [self.with_draws(b, p) for b, p in zip(batches, pattern, strict=True)]
+                burst = self._bursts.get(pattern)
+                if burst is None:
+                    burst = self._bursts[pattern] = CompiledBurst([self.compiled_step(p) for p in pattern])
+                out += [self.to_numpy(stats) for stats in burst(inputs)]
+                self.n_updates += k
+            out += super().update_burst(sample, steps - len(out))
+            self.refresh()
+            return out
 
     def net_kwargs(self) -> dict[str, Any]:
         net = self.cfg.network

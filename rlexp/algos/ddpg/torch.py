@@ -70,10 +70,6 @@ class DDPGLearner(OffPolicyTorchLearner):
             self.act(obs) + self.algo.act_noise * self.rng.standard_normal(self.act_dim), -1.0, 1.0
         )
 
-    def with_draws(self, batch: Batch, policy_step: bool) -> Batch:
-        """``batch`` with a gradient step's random draws: none (TD3: the target policy's noise)."""
-        return batch
-
     def critic_loss(
         self,
         batch: Batch,

@@ -106,13 +106,16 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
     def set_lr(self, lr: float) -> None:
         self.optimizer.param_groups[0]["lr"] = lr
 
-    def draws(self, batch: Batch, key: str) -> torch.Tensor | None:
-        """A noisy network's standard normal draws for one gradient step (``noise`` for the online
-        network, ``noise_targ`` for the target network): ``batch[key]`` when given (the parity tests
-        pre-draw them), else fresh ones from the ``learner`` stream; None without noisy networks."""
+    def with_draws(self, batch: Batch, policy_step: bool) -> Batch:
+        """``batch`` with a noisy network's standard normal draws for one gradient step: ``noise`` for
+        the online network, then ``noise_targ`` for the target network, each ``batch[key]`` when given
+        (the parity tests pre-draw them), else fresh from the ``learner`` stream; none without noisy
+        networks."""
         if not self.algo.noisy:
-            return None
-        return batch[key] if key in batch else self.noise((self.q.noise_size,))
+            return batch
+        draw = lambda key: batch[key] if key in batch else self.noise((self.q.noise_size,))  # noqa: E731
+        noise = draw("noise")
+        return {**batch, "noise": noise, "noise_targ": draw("noise_targ")}
 
     def values(self, out: torch.Tensor) -> torch.Tensor:
         """Q-values from the network's output: itself, C51's mean over its atoms, QR-DQN's mean quantile."""
@@ -241,10 +244,10 @@ class DQNLearner(DQNLearnerBase, OffPolicyTorchLearner):
 
     def update_networks(self, batch: Batch, policy_step: bool) -> Stats:
         algo = self.algo
-        noise, noise_targ = self.draws(batch, "noise"), self.draws(batch, "noise_targ")
+        batch = self.with_draws(batch, policy_step)
         if self.compiles:
-            draws = {} if noise is None else {"noise": noise, "noise_targ": noise_targ}  # both or neither
-            return self.compiled_update({**batch, **draws}, policy_step)
+            return self.compiled_update(batch, policy_step)
+        noise, noise_targ = batch.get("noise"), batch.get("noise_targ")
         loss, stats = self.mean_loss(batch, *self.errors(batch, noise, noise_targ, (self.q, self.q_targ)))
         self.q_flat.grad.zero_()  # the layers' gradients are views of it (flatten_)
         loss.backward()
