@@ -253,9 +253,10 @@ def rlexp_sps(
     sps = float(steps / (df["Time"].iloc[last] - df["Time"].iloc[first]))
     if not compiled:
         return sps
-    built = re.search(r"built the gradient step in ([0-9.]+) s", out)
-    assert built is not None, "no compilation reported"
-    return sps, float(built.group(1))
+    # the step, and the calls of backend.compile_unroll steps (a long burst may take only those)
+    built = re.findall(r"backend.compile: torch.compile built .* in ([0-9.]+) s", out)
+    assert built, "no compilation reported"
+    return sps, sum(map(float, built))
 
 
 # --- Stable-Baselines3 (runs in a child process) ---------------------------------------------------
