@@ -11,6 +11,8 @@ import dataclasses
 import difflib
 import functools
 import secrets
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,32 @@ def unknown_key(exc: Exception) -> str | None:
     return f"unknown key {key}{hint}; {parent or 'the root config'} has: {', '.join(keys)}"
 
 
+#: the words for what a typed config field takes
+TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number"}
+
+
+def allowed_values(exc: Exception) -> str | None:
+    """For a value of the wrong type: what its field takes, from the field's type in its dataclass
+    (``true, false or null`` for ``bool | None``); None where that is not a plain bool, int or float."""
+    cls, key = getattr(exc, "object_type", None), getattr(exc, "full_key", None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and key):
+        return None
+    try:
+        hint = typing.get_type_hints(cls).get(str(key).rsplit(".", 1)[-1])
+    except (NameError, TypeError):  # a type annotation that does not resolve
+        return None
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    args = typing.get_args(hint) if union else (hint,)
+    optional = type(None) in args
+    base = [a for a in args if a is not type(None)]
+    if len(base) != 1 or base[0] not in TYPE_WORDS:
+        return None
+    words = TYPE_WORDS[base[0]]
+    if not optional:
+        return words
+    return "true, false or null" if base[0] is bool else f"{words} or null"
+
+
 def explain_error(exc: Exception) -> str:
     """One line for an OmegaConf validation error (wrong type, missing or unknown key)."""
     key = getattr(exc, "full_key", None)
@@ -171,6 +199,8 @@ def explain_error(exc: Exception) -> str:
     unknown = unknown_key(exc)
     if unknown is not None:
         return unknown
+    if type(exc).__name__ == "ValidationError" and (words := allowed_values(exc)) is not None:
+        msg = f"{msg}; use {words}"
     return f"{key}: {msg}" if key else msg
 
 

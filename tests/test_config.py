@@ -206,7 +206,20 @@ BAD_INPUTS = [
     (["env=gym"], "env.id is required"),
     (["algo.pi_lr=-1"], "algo.pi_lr=-1.0 is out of range"),
     (["algo.lr=-0.1"], "algo.lr=-0.1 is out of range"),
-    (["algo.epochs=abc"], "algo.epochs: Value 'abc' of type 'str' could not be converted to Integer"),
+    (
+        ["algo.epochs=abc"],
+        "algo.epochs: Value 'abc' of type 'str' could not be converted to Integer; use an integer",
+    ),
+    # what a field of the wrong type takes, null where it may be null
+    (
+        ["backend.compile=maybe"],
+        "backend.compile: Value 'maybe' is not a valid bool (type str); use true, false or null",
+    ),
+    (["backend.threads=abc"], "use an integer or null"),
+    (
+        ["algo=sac", "env=Pendulum-v1", "algo.alpha=abc"],
+        "algo.alpha: Value 'abc' of type 'str' could not be converted to Float; use a number",
+    ),
     (["algo.clip_ratio=1.5"], "algo.clip_ratio=1.5 is out of range"),
     (["comm.procs=0"], "comm.procs=0 is out of range"),
     (["comm.procs=3", "algo.steps_per_epoch=2"], "algo.steps_per_epoch=2 is smaller than comm.procs=3"),
