@@ -91,6 +91,35 @@ class WeightCopy:
         return self._layers
 
 
+class SharedRead:
+    """One read of a network's layers shared by the copies of its parts (a policy's trunk and heads): the
+    first part asked for after :meth:`refresh` reads all the layers (a backend's one call), the others take
+    that read. Refreshed with the copies, by the learner.
+
+    :param read: returns all the layers' ``(W, b)`` pairs, the parts' in order.
+    :param sizes: the number of layers of each part.
+    """
+
+    def __init__(self, read: Callable[[], Layers], sizes: list[int]) -> None:
+        self.read, self.sizes = read, sizes
+        self._layers: Layers | None = None  # None: stale
+
+    def refresh(self) -> None:
+        """The network changed: read it again at the next use."""
+        self._layers = None
+
+    def part(self, i: int) -> Callable[[], Layers]:
+        """A read of part ``i``'s layers (for its :class:`WeightCopy`)."""
+        start = sum(self.sizes[:i])
+
+        def read() -> Layers:
+            if self._layers is None:
+                self._layers = self.read()
+            return self._layers[start : start + self.sizes[i]]
+
+        return read
+
+
 class MLPCopy(WeightCopy):
     """An MLP's forward pass in numpy, on a :class:`WeightCopy` of its weights.
 

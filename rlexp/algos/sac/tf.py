@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.tf_common import OffPolicyTFLearner
-from rlexp.nn.acting import MLPCopy, SquashedGaussianActing
+from rlexp.nn.acting import MLPCopy, SharedRead, SquashedGaussianActing
 from rlexp.nn.tf import Adam, Module, QFunction, SquashedGaussianActor, TFForward
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
@@ -39,8 +39,17 @@ class SoftActorCritic(OffPolicyTFLearner):
         self.target_entropy = -float(self.act_dim) if te is None else te
         self.alpha_optimizer = Adam([self.log_alpha], lr=lr) if self.algo.autotune_alpha else None
         activation = self.cfg.network.activation
+        # the trunk's and the heads' weights read in one call after each update (CrossQ's are folded)
+        self.pi_read = (
+            None
+            if self.pi.acting_layers() is None
+            else SharedRead(self.pi.acting_layers, [len(self.pi.net.layers), 2])
+        )
+        trunk, heads = (
+            (self.pi.trunk, self.pi.heads) if self.pi_read is None else map(self.pi_read.part, (0, 1))
+        )
         self.actor: SquashedGaussianActing | TFForward = (
-            SquashedGaussianActing(MLPCopy(self.pi.trunk, activation, activation), self.pi.heads)
+            SquashedGaussianActing(MLPCopy(trunk, activation, activation), heads)
             if self.image is None
             else TFForward(self.function(lambda o, noise: self.pi(o, noise)[0]))  # a CNN acts through TF
         )
@@ -57,6 +66,8 @@ class SoftActorCritic(OffPolicyTFLearner):
         self.log_alpha.assign(state["log_alpha"])
 
     def refresh(self) -> None:
+        if self.pi_read is not None:
+            self.pi_read.refresh()
         self.actor.refresh()
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
