@@ -845,11 +845,10 @@ class SquashedGaussianActor(Module):
             return [fold_into(norm, d) for d in (self.mu_layer, self.log_std_layer)]
         return [(d.weight.numpy(), d.bias.numpy()) for d in (self.mu_layer, self.log_std_layer)]
 
-    def acting_layers(self) -> Layers | None:
+    def acting_layers(self) -> Layers:
         """:meth:`trunk`'s layers then :meth:`heads`', read in one compiled call (:func:`read_numpy`);
-        None for batch renormalisation (CrossQ's folded layers are computed, not read)."""
-        if isinstance(self.net, RenormMLP):
-            return None
+        not for batch renormalisation (CrossQ's folded layers are computed from its statistics)."""
+        assert not isinstance(self.net, RenormMLP), "CrossQ's acting layers are folded: trunk() and heads()"
         layers = [*self.net.layers, self.mu_layer, self.log_std_layer]
         return pairs(read_numpy(self, lambda: [v for layer in layers for v in (layer.weight, layer.bias)]))
 

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.tf_common import OffPolicyTFLearner
 from rlexp.nn.acting import MLPCopy, SharedRead, SquashedGaussianActing
-from rlexp.nn.tf import Adam, Module, QFunction, SquashedGaussianActor, TFForward
+from rlexp.nn.tf import Adam, Module, QFunction, RenormMLP, SquashedGaussianActor, TFForward
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -42,7 +42,7 @@ class SoftActorCritic(OffPolicyTFLearner):
         # the trunk's and the heads' weights read in one call after each update (CrossQ's are folded)
         self.pi_read = (
             None
-            if self.pi.acting_layers() is None
+            if isinstance(self.pi.net, RenormMLP)
             else SharedRead(self.pi.acting_layers, [len(self.pi.net.layers), 2])
         )
         trunk, heads = (
