@@ -681,10 +681,10 @@ class RenormMLP(Module):
     def folded_layers(self) -> Layers:
         """The Linear layers with the BatchRenorm before each folded in (evaluation), for acting in numpy;
         a last BatchRenorm (``norm_output``) is left to :meth:`output_norm`."""
-        pairs = zip(
+        norms_and_layers = zip(
             self.layers[0 : 2 * self.n_linear : 2], self.layers[1 : 2 * self.n_linear : 2], strict=True
         )
-        return [fold_into(norm, layer) for norm, layer in pairs]  # type: ignore[arg-type]
+        return [fold_into(norm, layer) for norm, layer in norms_and_layers]  # type: ignore[arg-type]
 
     def output_norm(self) -> BatchRenorm | None:
         """The BatchRenorm after the last activation (``norm_output``), else None."""
@@ -818,6 +818,8 @@ class SquashedGaussianActor(Module):
         features = hidden_sizes[-1] if hidden_sizes else n_in
         self.mu_layer = Linear(features, act_dim, rng)
         self.log_std_layer = Linear(features, act_dim, rng)
+        #: the hidden layers: the first of :meth:`acting_layers`
+        self.n_hidden = len(hidden_sizes)
 
     def parameters(self) -> list[tf.Variable]:
         return [
@@ -830,26 +832,18 @@ class SquashedGaussianActor(Module):
     def buffers(self) -> list[tf.Variable]:
         return self.net.buffers()
 
-    def trunk(self) -> Layers:
-        """The hidden layers' (weight, bias) as numpy arrays (for acting in numpy; CrossQ's with the
-        batch renormalisation before each folded in)."""
-        if isinstance(self.net, RenormMLP):
-            return self.net.folded_layers()
-        return linear_layers(self.net)
-
-    def heads(self) -> Layers:
-        """The two output layers' (weight, bias) as numpy arrays (for acting in numpy; CrossQ's with the
-        trunk's last batch renormalisation folded in)."""
-        norm = self.net.output_norm() if isinstance(self.net, RenormMLP) else None
-        if norm is not None:
-            return [fold_into(norm, d) for d in (self.mu_layer, self.log_std_layer)]
-        return [(d.weight.numpy(), d.bias.numpy()) for d in (self.mu_layer, self.log_std_layer)]
-
     def acting_layers(self) -> Layers:
-        """:meth:`trunk`'s layers then :meth:`heads`', read in one compiled call (:func:`read_numpy`);
-        not for batch renormalisation (CrossQ's folded layers are computed from its statistics)."""
-        assert not isinstance(self.net, RenormMLP), "CrossQ's acting layers are folded: trunk() and heads()"
-        layers = [*self.net.layers, self.mu_layer, self.log_std_layer]
+        """The hidden layers' (weight, bias) then the two heads' as numpy arrays, for acting in numpy
+        (:attr:`n_hidden` of them, then 2): read in one compiled call (:func:`read_numpy`); CrossQ's
+        computed, each batch renormalisation folded into the layer after it."""
+        heads = (self.mu_layer, self.log_std_layer)
+        if isinstance(self.net, RenormMLP):
+            norm = self.net.output_norm()
+            tops = [
+                fold_into(norm, d) if norm is not None else (d.weight.numpy(), d.bias.numpy()) for d in heads
+            ]
+            return [*self.net.folded_layers(), *tops]
+        layers = [*self.net.layers, *heads]
         return pairs(read_numpy(self, lambda: [v for layer in layers for v in (layer.weight, layer.bias)]))
 
     def __call__(

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from rlexp.algos.learner import Batch, Stats
 from rlexp.algos.tf_common import OffPolicyTFLearner
 from rlexp.nn.acting import MLPCopy, SharedRead, SquashedGaussianActing
-from rlexp.nn.tf import Adam, Module, QFunction, RenormMLP, SquashedGaussianActor, TFForward
+from rlexp.nn.tf import Adam, Module, QFunction, SquashedGaussianActor, TFForward
 from rlexp.schema import RLExpConfig
 from rlexp.seeding import RankSeeds
 
@@ -39,15 +39,9 @@ class SoftActorCritic(OffPolicyTFLearner):
         self.target_entropy = -float(self.act_dim) if te is None else te
         self.alpha_optimizer = Adam([self.log_alpha], lr=lr) if self.algo.autotune_alpha else None
         activation = self.cfg.network.activation
-        # the trunk's and the heads' weights read in one call after each update (CrossQ's are folded)
-        self.pi_read = (
-            None
-            if isinstance(self.pi.net, RenormMLP)
-            else SharedRead(self.pi.acting_layers, [len(self.pi.net.layers), 2])
-        )
-        trunk, heads = (
-            (self.pi.trunk, self.pi.heads) if self.pi_read is None else map(self.pi_read.part, (0, 1))
-        )
+        # the trunk's and the heads' weights read together after each update (one call; CrossQ's folded)
+        self.pi_read = SharedRead(self.pi.acting_layers, [self.pi.n_hidden, 2])
+        trunk, heads = self.pi_read.part(0), self.pi_read.part(1)
         self.actor: SquashedGaussianActing | TFForward = (
             SquashedGaussianActing(MLPCopy(trunk, activation, activation), heads)
             if self.image is None
@@ -66,8 +60,7 @@ class SoftActorCritic(OffPolicyTFLearner):
         self.log_alpha.assign(state["log_alpha"])
 
     def refresh(self) -> None:
-        if self.pi_read is not None:
-            self.pi_read.refresh()
+        self.pi_read.refresh()
         self.actor.refresh()
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
