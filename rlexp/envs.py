@@ -307,9 +307,13 @@ def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_spa
         )
     if not isinstance(act_space, algo.ACTION_SPACES):
         from rlexp.algos import ALGOS  # here: the registry imports the algorithms, which import this module
+        from rlexp.help import algo_options
 
         names = ", ".join(s.__name__ for s in algo.ACTION_SPACES)
-        takers = sorted(n for n, a in ALGOS.items() if isinstance(act_space, a.ACTION_SPACES))
+        able = {n for n, a in ALGOS.items() if isinstance(act_space, a.ACTION_SPACES)}
+        # the algo= options a user can pick (presets such as qrdqn run dqn), and registered algorithms without one
+        options = algo_options()
+        takers = sorted({o for o, n in options.items() if n in able} | (able - set(options.values())))
         also = f" (for this space: {', '.join(takers)})" if takers else ""
         raise RLExpError(
             f"{name} cannot handle the action space {act_space} of {env_id}; supported: {names}{also}"

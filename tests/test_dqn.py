@@ -780,3 +780,20 @@ def test_dataclass_round_trip_of_the_config():
     assert cfg.algo.name == "dqn" and cfg.algo.double_q and cfg.algo.dueling and cfg.algo.n_step == 3
     assert cfg.algo.prioritized and cfg.algo.per_alpha == 0.5
     assert dataclasses.asdict(cfg)["algo"]["optim_eps"] == 1.5e-4
+
+
+def test_a_discrete_action_space_is_refused_naming_every_algo_option_that_takes_it():
+    """The list names the presets too (qrdqn, c51 and rainbow run dqn): the options a user can pick."""
+    from rlexp.envs import check_spaces
+    from rlexp.help import algo_options
+
+    options = algo_options()
+    assert options["qrdqn"] == options["c51"] == options["rainbow"] == "dqn"
+    assert options["crossq"] == "crossq" and set(options.values()) == set(ALGOS)
+    obs = spaces.Box(-1.0, 1.0, (4,))
+    with pytest.raises(RLExpError) as err:
+        check_spaces(ALGOS["crossq"], "CartPole-v1", obs, spaces.Discrete(2))
+    assert str(err.value) == (
+        "crossq cannot handle the action space Discrete(2) of CartPole-v1; "
+        "supported: Box (for this space: c51, dqn, ppo, qrdqn, rainbow, trpo, vpg)"
+    )
