@@ -70,7 +70,9 @@ ALE/Pong-v5 (env=atari), each at its tuned preset's budget
 (CartPole 5e4 steps, LunarLander 1e5, MinAtar 5e6, Atari 1e7) unless ``--steps`` says otherwise; the
 reference columns are SB3-zoo's, CleanRL's and MinAtar's own DQN. ``--variant LABEL
 KEY=VALUE ...`` trains the tuned preset with those overrides too (a tuning attempt; ``--only-variant``
-trains just that). ``--set`` adds overrides to every run (e.g. a tiny budget for a test).
+trains just that) of every ``--algo`` whose config has its keys; the others train their own kinds
+(``--algo sac tqc crossq --variant w256 algo.critic_width=256 --only-variant``). ``--set`` adds
+overrides to every run (e.g. a tiny budget for a test).
 ``--only-sb3`` trains only the ``--sb3`` runs (e.g. beside an rlexp benchmark of the same envs).
 ``--stored`` trains nothing: it reports the stored results of the command's runs and leaves out those
 that have none (the tables of a benchmark whose last runs are still training).
@@ -239,6 +241,25 @@ def rlexp_overrides(
     if algo in OFF_POLICY and not any(o.startswith("algo.save_freq=") for o in base):
         tail.append(f"algo.save_freq={OFF_POLICY_SAVE_FREQ}")
     return [*base, *tail]
+
+
+def takes_variant(algo: str, overrides: list[str]) -> bool:
+    """Whether ``algo``'s config has every key that ``overrides`` set (a group choice such as
+    ``network=...`` counts as taken): ``--variant w256 algo.critic_width=256`` is a variant of CrossQ only,
+    and ``--algo sac crossq`` then trains SAC's own kinds beside it."""
+    from omegaconf import OmegaConf
+
+    import rlexp
+
+    with _compose_lock:
+        composed = rlexp.compose([f"algo={algo}"])
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    return all(
+        "." not in key or OmegaConf.select(composed, key, default=_MISSING) is not _MISSING for key in keys
+    )
+
+
+_MISSING = object()
 
 
 def budget(algo: str, env_id: str) -> int:
@@ -1069,7 +1090,10 @@ def main() -> None:
             parser.error(f"--kinds zoo: {algo} has no SB3-zoo MuJoCo preset ({zoo}); sac and td3 have")
         if args.defaults and "defaults" not in kinds:
             kinds.append("defaults")
-        kinds_of[algo] = ([] if args.only_variant else kinds) + ([variant] if variant else [])
+        varied = variant is not None and takes_variant(algo, args.variant[1:])
+        if variant is not None and not varied:
+            say(f"bench_learning: {algo} lacks a key that --variant sets: {algo} trains {', '.join(kinds)}")
+        kinds_of[algo] = ([] if args.only_variant and varied else kinds) + ([variant] if varied else [])
         if args.only_sb3:
             kinds_of[algo] = []
     args.out.mkdir(parents=True, exist_ok=True)

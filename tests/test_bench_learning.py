@@ -391,6 +391,48 @@ def test_kinds_that_train_the_same_settings_share_one_run(tmp_path, monkeypatch,
     assert bench_learning.same_run(results, "sac", "Hopper-v4", 0, calls[1][2]) is None
 
 
+def test_a_variant_trains_only_the_algorithms_whose_config_has_its_keys(tmp_path, monkeypatch, capsys):
+    """``--algo sac crossq --variant w256 algo.critic_width=256 --only-variant``: the 300k table's command.
+    CrossQ trains the variant alone; SAC, which has no critic_width, trains its own tuned kind."""
+    bench_learning = bench_module()
+    assert bench_learning.takes_variant("crossq", ["algo.critic_width=256", "network=mlp64x64_relu"])
+    assert not bench_learning.takes_variant("sac", ["algo.critic_width=256"])
+    assert bench_learning.takes_variant("sac", ["+algo.lr=1e-3"])
+
+    calls = []
+
+    def fake_run(algo, kind, env_id, seed, args, variant, overrides, settings):
+        calls.append((algo, kind, variant, settings))
+        return {"test": 3.0, "det10": 2.0 if algo == "sac" else 4.0, "last100": 1.0, "sps": 9.0}
+
+    monkeypatch.setattr(bench_learning, "run_rlexp", fake_run)
+    monkeypatch.setattr(bench_learning._CHILDREN, "install", lambda: None)
+    argv = [
+        "bench_learning.py",
+        "--algo",
+        "sac",
+        "crossq",
+        "--envs",
+        "HalfCheetah-v4",
+        "--seeds",
+        "0",
+        "--steps",
+    ]
+    argv += ["300000", "--variant", "w256", "algo.critic_width=256", "--only-variant"]
+    monkeypatch.setattr(
+        sys, "argv", [*argv, "--out", str(tmp_path / "out"), "--results", str(tmp_path / "r")]
+    )
+    bench_learning.main()
+    assert [(algo, kind, variant) for algo, kind, variant, _ in calls] == [
+        ("sac", "tuned", []),
+        ("crossq", "tuned-w256", ["algo.critic_width=256"]),
+    ]
+    assert calls[1][3]["algo"]["critic_width"] == 256
+    out = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert "bench_learning: sac lacks a key that --variant sets: sac trains tuned" in out
+    assert "crossq tuned-w256 HalfCheetah-v4 rlexp det10 4.0 rlexp sac det10 2.0 2.00x" in out
+
+
 def test_a_kind_continues_the_unfinished_run_of_another_kind_with_the_same_settings(tmp_path):
     """SAC's tuned preset on Hopper-v4 is Spinning Up's settings: a `--kinds tuned` benchmark after a
     `--kinds defaults` one was killed part-way continues the defaults run (stored under its name, reported
