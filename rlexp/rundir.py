@@ -197,6 +197,11 @@ def first_difference(old: Any, new: Any, prefix: str = "") -> str | None:
 
 def stored_config(run_dir: Path) -> DictConfig:
     """The config.yaml of the run in ``run_dir`` (parsed only: nothing in it is imported)."""
+    # (Hydra has made a missing directory by now, as the run directory: removed again after the error)
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        raise RLExpError(
+            f"resume={run_dir}: no such run (the directory is missing or empty); give the directory of an rlexp run"
+        )
     if not (run_dir / CONFIG_FILE).is_file():
         raise RLExpError(f"resume={run_dir}: no {CONFIG_FILE} there; give the directory of an rlexp run")
     return read_run_config(run_dir)

@@ -271,6 +271,10 @@ def _foreign(runs: Path, tmp: Path) -> list[str]:
 
 BAD_RESUMES = {
     "not a run": (lambda runs, tmp: [f"resume={tmp}"], "no config.yaml there"),
+    "no such directory": (
+        lambda runs, tmp: [f"resume={tmp / 'typo'}"],
+        "typo: no such run (the directory is missing or empty)",
+    ),
     "no checkpoint": (_no_ckpt, "no checkpoint in"),
     "truncated checkpoint": (_truncated, "cannot be read"),
     "checkpoint of another run": (
