@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import re
 import secrets
 import types
 import typing
@@ -37,6 +38,28 @@ def _conf_dir() -> str:
 CONF_DIR = _conf_dir()  # Hydra's primary config directory
 # Top-level keys of conf/config.yaml added after runs were recorded without them
 LATER_KEYS = ("allow_env_import", "score", "logger", "dry_run")
+
+
+def algo_options(dirs: list[Path] | None = None) -> dict[str, str]:
+    """Every ``algo=`` option (rlexp's and plugins' presets, or those in ``dirs``) -> the algorithm it runs
+    (``algo.name``): a base preset names it (``name: dqn``), a derived one names its base first in its
+    ``defaults:`` list (``qrdqn.yaml``: ``- dqn``). An option whose algorithm cannot be read is left out."""
+    files = {
+        p.stem: p
+        for d in (dirs or [Path(CONF_DIR), *plugin_conf_dirs()])
+        for p in sorted((d / "algo").glob("*.yaml"))
+    }
+
+    def base(option: str, seen: tuple[str, ...] = ()) -> str | None:
+        text = files[option].read_text()
+        named = re.search(r"(?m)^name:\s*([\w-]+)", text)
+        if named:
+            return named.group(1)
+        listed = re.search(r"(?m)^defaults:\n  - ([\w-]+)\s*$", text)
+        parent = listed.group(1) if listed else None
+        return base(parent, (*seen, option)) if parent in files and parent not in seen else None
+
+    return {option: name for option in sorted(files) if (name := base(option)) is not None}
 
 
 @functools.cache

@@ -307,7 +307,7 @@ def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_spa
         )
     if not isinstance(act_space, algo.ACTION_SPACES):
         from rlexp.algos import ALGOS  # here: the registry imports the algorithms, which import this module
-        from rlexp.help import algo_options
+        from rlexp.config import algo_options
 
         names = ", ".join(s.__name__ for s in algo.ACTION_SPACES)
         able = {n for n, a in ALGOS.items() if isinstance(act_space, a.ACTION_SPACES)}

@@ -67,24 +67,6 @@ def group_options(dirs: list[Path], group: str) -> list[str]:
     return sorted({path.stem for d in dirs for path in (d / group).glob("*.yaml")})
 
 
-def algo_options(dirs: list[Path] | None = None) -> dict[str, str]:
-    """Every ``algo=`` option (rlexp's and plugins' presets, or those in ``dirs``) -> the algorithm it runs
-    (``algo.name``): a base preset names it (``name: dqn``), a derived one names its base first in its
-    ``defaults:`` list (``qrdqn.yaml``: ``- dqn``). An option whose algorithm cannot be read is left out."""
-    files = {p.stem: p for d in (dirs or _search_dirs([])) for p in sorted((d / "algo").glob("*.yaml"))}
-
-    def base(option: str, seen: tuple[str, ...] = ()) -> str | None:
-        text = files[option].read_text()
-        named = re.search(r"(?m)^name:\s*([\w-]+)", text)
-        if named:
-            return named.group(1)
-        listed = re.search(r"(?m)^defaults:\n  - ([\w-]+)\s*$", text)
-        parent = listed.group(1) if listed else None
-        return base(parent, (*seen, option)) if parent in files and parent not in seen else None
-
-    return {option: name for option in sorted(files) if (name := base(option)) is not None}
-
-
 def help_text(overrides: Sequence[str]) -> str:
     """The help for the config that ``overrides`` compose (raises RLExpError for a bad override)."""
     from rlexp.api import compose

@@ -784,8 +784,8 @@ def test_dataclass_round_trip_of_the_config():
 
 def test_a_discrete_action_space_is_refused_naming_every_algo_option_that_takes_it():
     """The list names the presets too (qrdqn, c51 and rainbow run dqn): the options a user can pick."""
+    from rlexp.config import algo_options
     from rlexp.envs import check_spaces
-    from rlexp.help import algo_options
 
     options = algo_options()
     assert options["qrdqn"] == options["c51"] == options["rainbow"] == "dqn"
