@@ -269,8 +269,14 @@ def _foreign(runs: Path, tmp: Path) -> list[str]:
     return [f"resume={run}", "algo.epochs=12"]
 
 
+def _not_a_run(tmp: Path) -> Path:
+    """A directory with files in it, none of them a run's."""
+    (tmp / "notes.txt").write_text("not a run\n")
+    return tmp
+
+
 BAD_RESUMES = {
-    "not a run": (lambda runs, tmp: [f"resume={tmp}"], "no config.yaml there"),
+    "not a run": (lambda runs, tmp: [f"resume={_not_a_run(tmp)}"], "no config.yaml there"),
     "no such directory": (
         lambda runs, tmp: [f"resume={tmp / 'typo'}"],
         "typo: no such run (the directory is missing or empty)",
