@@ -243,6 +243,9 @@ def rlexp_overrides(
     return [*base, *tail]
 
 
+_MISSING = object()  # OmegaConf.select's answer for a key the config lacks
+
+
 def takes_variant(algo: str, overrides: list[str]) -> bool:
     """Whether ``algo``'s config has every key that ``overrides`` set (a group choice such as
     ``network=...`` counts as taken): ``--variant w256 algo.critic_width=256`` is a variant of CrossQ only,
@@ -257,9 +260,6 @@ def takes_variant(algo: str, overrides: list[str]) -> bool:
     return all(
         "." not in key or OmegaConf.select(composed, key, default=_MISSING) is not _MISSING for key in keys
     )
-
-
-_MISSING = object()
 
 
 def budget(algo: str, env_id: str) -> int:
