@@ -40,15 +40,12 @@ CONF_DIR = _conf_dir()  # Hydra's primary config directory
 LATER_KEYS = ("allow_env_import", "score", "logger", "dry_run")
 
 
-def algo_options(dirs: list[Path] | None = None) -> dict[str, str]:
-    """Every ``algo=`` option (rlexp's and plugins' presets, or those in ``dirs``) -> the algorithm it runs
-    (``algo.name``): a base preset names it (``name: dqn``), a derived one names its base first in its
-    ``defaults:`` list (``qrdqn.yaml``: ``- dqn``). An option whose algorithm cannot be read is left out."""
-    files = {
-        p.stem: p
-        for d in (dirs or [Path(CONF_DIR), *plugin_conf_dirs()])
-        for p in sorted((d / "algo").glob("*.yaml"))
-    }
+def algo_options() -> dict[str, str]:
+    """Every ``algo=`` option (rlexp's and plugins' presets) -> the algorithm it runs (``algo.name``): a
+    base preset names it (``name: dqn``), a derived one names its base first in its ``defaults:`` list
+    (``qrdqn.yaml``: ``- dqn``). An option whose algorithm cannot be read is left out."""
+    dirs = [Path(CONF_DIR), *plugin_conf_dirs()]
+    files = {p.stem: p for d in dirs for p in sorted((d / "algo").glob("*.yaml"))}
 
     def base(option: str, seen: tuple[str, ...] = ()) -> str | None:
         text = files[option].read_text()

@@ -407,20 +407,10 @@ def test_a_variant_trains_only_the_algorithms_whose_config_has_its_keys(tmp_path
 
     monkeypatch.setattr(bench_learning, "run_rlexp", fake_run)
     monkeypatch.setattr(bench_learning._CHILDREN, "install", lambda: None)
-    argv = [
-        "bench_learning.py",
-        "--algo",
-        "sac",
-        "crossq",
-        "--envs",
-        "HalfCheetah-v4",
-        "--seeds",
-        "0",
-        "--steps",
-    ]
-    argv += ["300000", "--variant", "w256", "algo.critic_width=256", "--only-variant"]
+    argv = "bench_learning.py --algo sac crossq --envs HalfCheetah-v4 --seeds 0 --steps 300000 --variant w256"
+    argv += " algo.critic_width=256 --only-variant"
     monkeypatch.setattr(
-        sys, "argv", [*argv, "--out", str(tmp_path / "out"), "--results", str(tmp_path / "r")]
+        sys, "argv", [*argv.split(), "--out", str(tmp_path / "out"), "--results", str(tmp_path / "r")]
     )
     bench_learning.main()
     assert [(algo, kind, variant) for algo, kind, variant, _ in calls] == [
