@@ -79,7 +79,53 @@ def normalize_overrides(args: list[str]) -> list[str]:
         for arg in args:
             if arg.startswith("tuned_preset=") and "(" not in arg:  # a value or a sweep's values, a,b
                 check_tuned_preset(arg.split("=", 1)[1].split(","))
-    return [a[1:] if a.startswith("+tuned=") else a for a in args]
+    return _per_job_group_keys([a[1:] if a.startswith("+tuned=") else a for a in args])
+
+
+def _per_job_group_keys(args: list[str]) -> list[str]:
+    """In a ``--multirun`` sweep over a group's options (``algo=dqn,c51``), that group's keys given one value
+    (``algo.update_after=200``) become one-value sweeps (``algo.update_after=choice(200)``).
+
+    Hydra composes a sweep's master config without its swept overrides, so with the group's default
+    option (``algo=ppo``), and refuses a key that only the swept options have. A sweep override is
+    applied per job instead, where the swept option is in place; rlexp's sweeper still checks every job
+    before any starts, and names job directories without keys that all jobs share. Left as they are:
+    sweeps under another sweeper (Optuna would search a one-value choice), additions (``+algo.x=1``),
+    and anything Hydra's parser refuses (Hydra reports it)."""
+    if not {"--multirun", "-m"} & set(args) or any(
+        a.startswith("hydra/sweeper=") and a != "hydra/sweeper=rlexp" for a in args
+    ):
+        return args
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+
+    def parsed(arg: str) -> Any:
+        if arg.startswith("-"):
+            return None
+        try:
+            return parser.parse_override(arg)
+        except HydraException:
+            return None
+
+    overrides = [parsed(a) for a in args]
+    swept = {o.key_or_group for o in overrides if o is not None and o.is_sweep_override()}
+    out = []
+    for arg, o in zip(args, overrides, strict=True):
+        if (
+            o is not None
+            and not o.is_sweep_override()
+            and o.type == OverrideType.CHANGE
+            and not o.is_hydra_override()
+            and o.key_or_group.split(".", 1)[0] in swept
+            and "." in o.key_or_group
+            and o.package is None
+        ):
+            arg = f"{o.key_or_group}=choice({o.get_value_element_as_str()})"
+        out.append(arg)
+    return out
 
 
 def check_tuned_preset(choices: list[str]) -> None:

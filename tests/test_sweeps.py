@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rlexp.config import normalize_overrides
 from tests.conftest import composed, run_cli
 
 
@@ -23,6 +24,47 @@ def test_an_env_that_does_not_fit_one_combination_is_found_first(tmp_path):
     res = run_cli("--multirun", f"hydra.sweep.dir={sweep}", "algo=sac", "env=Pendulum-v1,CartPole-v1")
     assert res.returncode == 2 and "sweep job 1 (algo=sac env=CartPole-v1)" in res.stderr
     assert "sac cannot handle the action space Discrete(2)" in res.stderr and not sweep.exists()
+
+
+def test_a_sweep_over_algorithms_takes_keys_that_only_they_have(tmp_path):
+    """Hydra composes a sweep's master config with the group's default option (ppo), which has no
+    update_after: rlexp sets a swept group's keys per job, and job directories name the swept key only."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", f"hydra.sweep.dir={sweep}", "algo=dqn,c51", "algo.update_after=150", "algo.epochs=1",
+        "algo.steps_per_epoch=200", "algo.batch_size=16", "logger.console=quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0_algo=dqn", "1_algo=c51"]
+    for job, distributional in (("0_algo=dqn", "null"), ("1_algo=c51", "c51")):
+        config = (sweep / job / "config.yaml").read_text()
+        assert "update_after: 150" in config and f"distributional: {distributional}" in config
+    # an option without the key is found before any job starts, and named
+    res = run_cli(
+        "--multirun", f"hydra.sweep.dir={tmp_path / 'bad'}", "algo=dqn,ppo", "algo.update_after=150"
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("rlexp: error: sweep job 1 (algo=ppo algo.update_after=150): unknown key")
+    assert res.stderr.strip().endswith("; nothing was started") and not (tmp_path / "bad").exists()
+
+
+def test_only_a_swept_groups_plain_keys_are_set_per_job():
+    args = [
+        "--multirun",
+        "algo=dqn,c51",
+        "algo.update_after=150",
+        "algo.x='a,b'",
+        "+algo.y=1",
+        "env.id=E",
+        "seed=0",
+    ]
+    assert normalize_overrides(args) == [
+        "--multirun", "algo=dqn,c51", "algo.update_after=choice(150)", "algo.x=choice('a,b')", "+algo.y=1",
+        "env.id=E", "seed=0",
+    ]  # fmt: skip
+    assert normalize_overrides(args[1:]) == args[1:]  # one run: nothing swept
+    optuna = [*args, "hydra/sweeper=optuna"]
+    assert normalize_overrides(optuna) == optuna  # Optuna would search a one-value choice
 
 
 def test_spinning_up_benchmark_presets():

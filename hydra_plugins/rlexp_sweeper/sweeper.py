@@ -25,6 +25,7 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, Override
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -48,7 +49,7 @@ class RLExpSweeper(BasicSweeper):
         assert self.config is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides([*self._parse_config(), *arguments])
-        self._name_by_swept_keys([o.key_or_group for o in overrides if not o.is_sweep_override()])
+        self._name_by_swept_keys([o.key_or_group for o in overrides if one_value(o)])
         jobs = self.split_arguments(overrides, None)[0]
         if self.check_jobs(jobs):
             report_dry_run(self.config, jobs)
@@ -88,6 +89,13 @@ class RLExpSweeper(BasicSweeper):
         return check_jobs(self.config, self.hydra_context, jobs)
 
 
+def one_value(override: Override) -> bool:
+    """Whether ``override`` gives every job the same value: not a sweep, or a sweep of one choice
+    (``algo.update_after=choice(200)``, as :func:`rlexp.config.normalize_overrides` writes a swept group's keys)."""
+    value = override.value() if override.is_sweep_override() else None
+    return not override.is_sweep_override() or (isinstance(value, ChoiceSweep) and len(value.list) == 1)
+
+
 def name_by_swept_keys(config: DictConfig, fixed: list[str]) -> None:
     """Leave the keys set to one value for all jobs out of the job directory names (in ``config``'s
     hydra overrides), unless the user chose the excluded keys."""
@@ -121,6 +129,7 @@ def check_jobs(
     bad one. Writes nothing. ``what`` names a job in the message (``job`` or ``trial``). Returns
     whether the sweep is a dry run (a job with ``dry_run=true``: then none is started)."""
     from rlexp.config import load_config
+    from rlexp.explain import user_message
     from rlexp.launch import find_mpiexec, validate_experiment
 
     check_launcher(config)
@@ -142,8 +151,13 @@ def check_jobs(
             if cfg.comm.procs > 1:
                 find_mpiexec(cfg.comm)
             dry = dry or cfg.dry_run
-        except RLExpError as exc:
-            raise RLExpError(f"sweep {what} {num} ({' '.join(job)}): {exc}; nothing was started") from None
+        except Exception as exc:  # a user's error (a key that this job's options lack, say) names the job
+            message = user_message(exc)
+            if message is None:
+                raise
+            raise RLExpError(
+                f"sweep {what} {num} ({' '.join(job)}): {message}; nothing was started"
+            ) from None
     return dry
 
 
