@@ -184,6 +184,8 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("rlexp.or", lambda a, b: b if a is None else a, replace=True)
     OmegaConf.register_new_resolver("rlexp.job_dir", _job_dir, replace=True)
+    # one directory name from an env id with a namespace (ALE/Pong-v5 -> ALE-Pong-v5)
+    OmegaConf.register_new_resolver("rlexp.flat", lambda text: str(text).replace("/", "-"), replace=True)
     OmegaConf.register_new_resolver(
         "rlexp.per_node", lambda procs, nodes: -(-procs // (nodes or 1)), replace=True
     )

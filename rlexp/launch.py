@@ -273,7 +273,7 @@ def _launch(
         mpiexec_placement(cfg.comm, nodes, find_mpiexec(cfg.comm))  # its paths can be passed on
     check_place(run_dir)  # before anything is written there
     if cfg.dry_run:
-        dry_run(cfg, run_dir)
+        dry_run(cfg, run_dir, choices.get("algo"))
         return cfg
     with claim(run_dir):  # first: nothing is written into a directory another job holds
         if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
@@ -285,18 +285,21 @@ def _launch(
     return cfg
 
 
-def dry_run(cfg: RLExpConfig, run_dir: Path) -> None:
+def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None) -> None:
     """``dry_run=true``, after every check of a new run or a continuation (those of :func:`_launch` and,
     for a directory that holds a run, :func:`rlexp.rundir.check_resumable`): one line saying what would
-    run, and nothing written (the directory Hydra made for the job is removed again when empty)."""
+    run, and nothing written (the directory Hydra made for the job is removed again when empty).
+    ``option``: the ``algo=`` option of a new run, named beside the algorithm it runs (``rainbow (dqn)``)."""
     net = cfg.network
+    continues = (run_dir / CONFIG_FILE).exists()  # the command line's options are not the run's then
+    algo = cfg.algo.name if continues or option in (None, cfg.algo.name) else f"{option} ({cfg.algo.name})"
     what = (
-        f"{cfg.algo.name} on {cfg.env.id} (network {net.encoder} {list(net.hidden_sizes)} {net.activation}, "
+        f"{algo} on {cfg.env.id} (network {net.encoder} {list(net.hidden_sizes)} {net.activation}, "
         f"{cfg.backend.name} on {cfg.backend.device}, {cfg.comm.procs} process{'es' * (cfg.comm.procs > 1)} "
         f"x {cfg.env.num_envs} env{'s' * (cfg.env.num_envs > 1)}, seed {cfg.seed})"
     )
     steps = cfg.algo.epochs * cfg.algo.steps_per_epoch
-    if (run_dir / CONFIG_FILE).exists():
+    if continues:
         check_resumable(cfg, run_dir)
         latest = latest_checkpoint(run_dir)
         done = 0 if latest is None else latest[0]

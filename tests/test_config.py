@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -433,6 +435,17 @@ def test_dry_run_checks_a_command_as_a_run_does_and_writes_nothing(cli, tmp_path
     res = cli(f"hydra.run.dir={run_dir}", "algo.epochs=2", "algo.steps_per_epoch=200", "dry_run=true")
     assert res.returncode == 2 and "already holds a different run (algo.epochs: 1 there, 2 now)" in res.stderr
     assert _files(run_dir) == before
+
+
+def test_a_new_runs_directory_names_the_algo_option_and_the_env_id_in_one_part(cli):
+    """algo=rainbow runs dqn: its directory and its dry run say rainbow; MinAtar/Breakout-v1 is one
+    directory name (MinAtar-Breakout-v1), not a folder MinAtar with the game inside."""
+    res = cli("algo=rainbow", "env=minatar", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    assert "would train rainbow (dqn) on MinAtar/Breakout-v1 (network minatar_cnn" in res.stdout
+    run_dir = Path(res.stdout.split(" steps in ")[1].split("; nothing was written")[0])
+    assert run_dir.parent.parent.name == "outputs"  # outputs/<date>/<one part>
+    assert re.fullmatch(r"\d\d-\d\d-\d\d_rainbow_MinAtar-Breakout-v1_s0_[0-9a-f]{4}", run_dir.name), run_dir
 
 
 def test_a_dry_run_of_a_sweep_checks_every_job_and_lists_them(cli, tmp_path):
