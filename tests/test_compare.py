@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
-from tests.conftest import ROOT, run_cli
+from rlexp.config import CONF_DIR
+from tests.conftest import ROOT, composed, run_cli
 
 
 def write_run(
@@ -281,6 +283,19 @@ def test_the_task_of_a_family_preset_is_its_env_id(tmp_path):
     res = compare(str(runs), "--last", "1", "--select", "novel", "--out", str(tmp_path / "out2"))
     assert res.returncode == 0, res.stderr[-2000:]
     assert "| condition | CartPoleNoVel-v1 |" in (tmp_path / "out2" / "compare.md").read_text()
+
+
+def test_every_env_preset_has_a_random_and_a_reference_return():
+    """rlexp.compare normalises by conf/scores.yaml: every env preset (a task by its name), and the
+    default id of each family preset (env=atari, env=minatar), is in it with reference > random."""
+    table = yaml.safe_load((Path(CONF_DIR) / "scores.yaml").read_text())
+    tasks = [
+        p.stem for p in (Path(CONF_DIR) / "env").glob("*.yaml") if p.stem not in ("gym", "atari", "minatar")
+    ]
+    tasks += [composed(f"env={family}").env.id for family in ("atari", "minatar")]
+    missing = [t for t in tasks if t not in table]
+    assert not missing, f"conf/scores.yaml lacks {missing}"
+    assert all(float(table[t]["reference"]) > float(table[t]["random"]) for t in tasks)
 
 
 def test_select_given_twice_keeps_the_runs_that_match_both(tmp_path):
