@@ -83,15 +83,16 @@ def normalize_overrides(args: list[str]) -> list[str]:
 
 
 def _per_job_group_keys(args: list[str]) -> list[str]:
-    """In a ``--multirun`` sweep over a group's options (``algo=dqn,c51``), that group's keys given one value
-    (``algo.update_after=200``) become one-value sweeps (``algo.update_after=choice(200)``).
+    """In a ``--multirun`` sweep over a config group's options (``algo=dqn,c51``, or ``tuned=dqn,qrdqn``,
+    which selects the algo), the keys given one value (``algo.update_after=200``) become one-value sweeps
+    (``algo.update_after=choice(200)``).
 
-    Hydra composes a sweep's master config without its swept overrides, so with the group's default
+    Hydra composes a sweep's master config without its swept overrides, so with each group's default
     option (``algo=ppo``), and refuses a key that only the swept options have. A sweep override is
-    applied per job instead, where the swept option is in place; rlexp's sweeper still checks every job
-    before any starts, and names job directories without keys that all jobs share. Left as they are:
-    sweeps under another sweeper (Optuna would search a one-value choice), additions (``+algo.x=1``),
-    and anything Hydra's parser refuses (Hydra reports it)."""
+    applied per job instead, where the swept options are in place; rlexp's sweeper still checks every
+    job before any starts, and names job directories without keys that all jobs share. Left as they
+    are: sweeps under another sweeper (Optuna would search a one-value choice), additions
+    (``+algo.x=1``), Hydra's own keys, and anything Hydra's parser refuses (Hydra reports it)."""
     if not {"--multirun", "-m"} & set(args) or any(
         a.startswith("hydra/sweeper=") and a != "hydra/sweeper=rlexp" for a in args
     ):
@@ -111,7 +112,9 @@ def _per_job_group_keys(args: list[str]) -> list[str]:
             return None
 
     overrides = [parsed(a) for a in args]
-    swept = {o.key_or_group for o in overrides if o is not None and o.is_sweep_override()}
+    groups = {p.name for d in (CONF_DIR, *plugin_conf_dirs()) for p in Path(d).iterdir() if p.is_dir()}
+    if not any(o is not None and o.is_sweep_override() and o.key_or_group in groups for o in overrides):
+        return args
     out = []
     for arg, o in zip(args, overrides, strict=True):
         if (
@@ -119,7 +122,6 @@ def _per_job_group_keys(args: list[str]) -> list[str]:
             and not o.is_sweep_override()
             and o.type == OverrideType.CHANGE
             and not o.is_hydra_override()
-            and o.key_or_group.split(".", 1)[0] in swept
             and "." in o.key_or_group
             and o.package is None
         ):

@@ -48,21 +48,22 @@ def test_a_sweep_over_algorithms_takes_keys_that_only_they_have(tmp_path):
     assert res.stderr.strip().endswith("; nothing was started") and not (tmp_path / "bad").exists()
 
 
-def test_only_a_swept_groups_plain_keys_are_set_per_job():
+def test_a_sweep_over_a_groups_options_sets_the_plain_keys_per_job():
+    """algo=dqn,c51 or tuned=dqn,qrdqn (which selects the algo): every plain dotted key is set per job;
+    additions, Hydra's keys, root keys and sweeps without a swept group stay as they are."""
     args = [
-        "--multirun",
-        "algo=dqn,c51",
-        "algo.update_after=150",
-        "algo.x='a,b'",
-        "+algo.y=1",
-        "env.id=E",
-        "seed=0",
-    ]
+        "--multirun", "algo=dqn,c51", "algo.update_after=150", "algo.x='a,b'", "+algo.y=1", "env.id=E",
+        "hydra.sweep.dir=D", "seed=0",
+    ]  # fmt: skip
     assert normalize_overrides(args) == [
         "--multirun", "algo=dqn,c51", "algo.update_after=choice(150)", "algo.x=choice('a,b')", "+algo.y=1",
-        "env.id=E", "seed=0",
+        "env.id=choice(E)", "hydra.sweep.dir=D", "seed=0",
     ]  # fmt: skip
+    tuned = ["-m", "tuned=dqn,qrdqn", "algo.update_after=150"]
+    assert normalize_overrides(tuned) == ["-m", "tuned=dqn,qrdqn", "algo.update_after=choice(150)"]
     assert normalize_overrides(args[1:]) == args[1:]  # one run: nothing swept
+    seeds = ["--multirun", "seed=0,1", "algo.update_after=150"]
+    assert normalize_overrides(seeds) == seeds  # no group swept: Hydra's master config has the keys
     optuna = [*args, "hydra/sweeper=optuna"]
     assert normalize_overrides(optuna) == optuna  # Optuna would search a one-value choice
 
