@@ -90,11 +90,12 @@ def _per_job_group_keys(args: list[str]) -> list[str]:
     Hydra composes a sweep's master config without its swept overrides, so with each group's default
     option (``algo=ppo``), and refuses a key that only the swept options have. A sweep override is
     applied per job instead, where the swept options are in place; rlexp's sweeper still checks every
-    job before any starts, and names job directories without keys that all jobs share. Left as they
-    are: sweeps under another sweeper (Optuna would search a one-value choice), additions
-    (``+algo.x=1``), Hydra's own keys, and anything Hydra's parser refuses (Hydra reports it)."""
+    job before any starts, and names job directories without keys that all jobs share; rlexp's Optuna
+    sweeper gives every trial such a key's one value. Left as they are: sweeps under a sweeper not
+    rlexp's, additions (``+algo.x=1``), Hydra's own keys, and anything Hydra's parser refuses (Hydra
+    reports it)."""
     if not {"--multirun", "-m"} & set(args) or any(
-        a.startswith("hydra/sweeper=") and a != "hydra/sweeper=rlexp" for a in args
+        a.startswith("hydra/sweeper=") and a.split("=", 1)[1] not in ("rlexp", "optuna") for a in args
     ):
         return args
     from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from rlexp.config import normalize_overrides
 from tests.conftest import composed, run_cli
@@ -64,8 +65,25 @@ def test_a_sweep_over_a_groups_options_sets_the_plain_keys_per_job():
     assert normalize_overrides(args[1:]) == args[1:]  # one run: nothing swept
     seeds = ["--multirun", "seed=0,1", "algo.update_after=150"]
     assert normalize_overrides(seeds) == seeds  # no group swept: Hydra's master config has the keys
-    optuna = [*args, "hydra/sweeper=optuna"]
-    assert normalize_overrides(optuna) == optuna  # Optuna would search a one-value choice
+    other = [*args, "hydra/sweeper=basic"]
+    assert normalize_overrides(other) == other  # a sweeper not rlexp's may read a one-value choice otherwise
+
+
+def test_an_optuna_search_over_algorithms_takes_keys_only_they_have(tmp_path):
+    """rlexp's Optuna sweeper gives every trial the one value of such a key (not a search dimension)."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={sweep}",
+        "algo=dqn,c51", "algo.update_after=150", "algo.lr=interval(1e-4,1e-3)", "algo.epochs=1",
+        "algo.steps_per_epoch=200", "algo.batch_size=16", "logger.console=quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert [sorted(t["params"]) for t in results["trials"]] == [["algo", "algo.lr"]] * 2
+    for trial in results["trials"]:
+        (run,) = sweep.glob(f"{trial['number']}_*")
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        assert config["algo"]["update_after"] == 150 and "update_after" not in run.name
 
 
 def test_spinning_up_benchmark_presets():

@@ -45,7 +45,13 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from hydra_plugins.rlexp_sweeper.sweeper import check_jobs, name_by_swept_keys, report_dry_run
+from hydra_plugins.rlexp_sweeper.sweeper import (
+    check_jobs,
+    fixed_line,
+    name_by_swept_keys,
+    one_value,
+    report_dry_run,
+)
 from rlexp.display import epochs
 from rlexp.errors import RLExpError
 from rlexp.fileio import atomic_write_text
@@ -242,15 +248,15 @@ class RLExpOptunaSweeper(Sweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         params = [f"{k}={v}" for k, v in self.params.items()]
         overrides = parser.parse_overrides([*params, *arguments])
-        fixed = [o.input_line for o in overrides if not o.is_sweep_override() and o.input_line]
-        space = {o.get_key_element(): distribution(o) for o in overrides if o.is_sweep_override()}
+        fixed = [fixed_line(o) for o in overrides if one_value(o) and o.input_line]
+        space = {o.get_key_element(): distribution(o) for o in overrides if not one_value(o)}
         if not space:
             raise RLExpError(
                 "an Optuna sweep needs a search space, e.g. 'algo.lr=interval(1e-4,1e-2)' "
                 "(interval, tag(log,interval), range or choice)"
             )
         # by key_or_group, as Hydra's override_dirname excludes them (+experiment=x has the key experiment)
-        name_by_swept_keys(self.config, [o.key_or_group for o in overrides if not o.is_sweep_override()])
+        name_by_swept_keys(self.config, [o.key_or_group for o in overrides if one_value(o)])
         edge_trials = [[*fixed, *(as_override(k, v) for k, v in trial.items())] for trial in edges(space)]
         if check_jobs(self.config, self.hydra_context, edge_trials, what="edge trial"):
             # the trials' values are drawn as the study goes: the corners of the search space stand for them
@@ -277,9 +283,7 @@ class RLExpOptunaSweeper(Sweeper):
         seeds = self.trial_seeds(overrides)
         if len(seeds) > 1:  # each job of a trial sets its own seed
             fixed = [
-                o.input_line
-                for o in overrides
-                if not o.is_sweep_override() and o.input_line and o.key_or_group != "seed"
+                fixed_line(o) for o in overrides if one_value(o) and o.input_line and o.key_or_group != "seed"
             ]
         done = len(study.trials)
         while done < self.n_trials:

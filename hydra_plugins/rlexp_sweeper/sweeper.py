@@ -91,9 +91,17 @@ class RLExpSweeper(BasicSweeper):
 
 def one_value(override: Override) -> bool:
     """Whether ``override`` gives every job the same value: not a sweep, or a sweep of one choice
-    (``algo.update_after=choice(200)``, as :func:`rlexp.config.normalize_overrides` writes a swept group's keys)."""
+    (``algo.update_after=choice(200)``, as :func:`rlexp.config.normalize_overrides` writes the keys of a
+    sweep over a group's options)."""
     value = override.value() if override.is_sweep_override() else None
     return not override.is_sweep_override() or (isinstance(value, ChoiceSweep) and len(value.list) == 1)
+
+
+def fixed_line(override: Override) -> str:
+    """The override of a :func:`one_value` key as one job gets it: ``key=choice(v)`` as ``key=v``."""
+    line = override.input_line or ""
+    head, sep, rest = line.partition("=choice(")
+    return f"{head}={rest[:-1]}" if override.is_sweep_override() and sep and rest.endswith(")") else line
 
 
 def name_by_swept_keys(config: DictConfig, fixed: list[str]) -> None:
