@@ -183,6 +183,13 @@ def read_run(path: Path, logdir: int) -> Run | None:
         except (OSError, ValueError):
             name = None
     run.exp_name = str(name) if name is not None else "exp"
+    algo, env_id, option = (
+        _lookup(run.config, "algo.name"),
+        _lookup(run.config, "env.id"),
+        run.choices.get("algo"),
+    )
+    if option not in (None, algo) and run.exp_name == f"{algo}_{env_id}":  # the default name, by the option
+        run.exp_name = f"{option}_{env_id}"  # algo=rainbow runs dqn: rainbow_MinAtar/Breakout-v1
     for col in ("AverageTestEpRet", "AverageEpRet"):  # Spinning Up's Performance
         if col in progress and progress[col].notna().any():
             progress[PERFORMANCE] = progress[col]

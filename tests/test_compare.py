@@ -241,6 +241,24 @@ def test_a_preset_that_extends_another_algorithm_is_its_own_condition(tmp_path):
     assert conditions(tmp_path / "out2")[0].startswith("algo=dqn")
 
 
+def test_runs_of_a_preset_alone_are_named_by_the_preset_not_the_algorithm_it_runs(tmp_path):
+    """algo=rainbow's runs keep dqn's default exp_name (dqn_<env>); plotted or compared alone, they are
+    the condition rainbow (the recorded choice), not dqn."""
+    runs = tmp_path / "runs"
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        config = DQN_CONFIG.replace("CartPole-v1", env)
+        for seed in range(2):
+            write_preset_run(
+                runs, f"{env}_{seed}", ["algo=rainbow", f"env={env}", f"seed={seed}"], config, 10.0 + seed,
+                {"algo": "rainbow", "env": env},
+            )  # fmt: skip
+    res = compare(str(runs), "--last", "1", "--raw", "--select", "CartPole", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert conditions(tmp_path / "out") == ["rainbow"]
+    res = run_cli(str(runs / "Acrobot-v1_0"), "--table", module="rlexp.plot")
+    assert res.returncode == 0 and "| rainbow_Acrobot-v1 |" in res.stdout, res.stdout + res.stderr
+
+
 def test_dqn_and_rainbow_runs_of_one_sweep_compare_as_two_conditions(tmp_path):
     """Issue 71's command, end to end: a sweep over algo=dqn,rainbow records each job's preset, and
     compare tells them apart (it printed one condition of four seeds)."""
