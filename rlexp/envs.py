@@ -295,12 +295,15 @@ def make_env(
     return env
 
 
-def check_spaces(algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
+def check_spaces(
+    algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_space: spaces.Space, option: str | None = None
+) -> None:
     """Raise RLExpError naming the algorithm and the space unless ``algo`` supports both spaces.
 
     ``algo.BOUNDED_ACTIONS``: a Box action space must also have finite bounds (the policy is squashed into them).
+    ``option``: the ``algo=`` option the user chose, named instead of the algorithm it runs (``qrdqn``).
     """
-    name = algo.NAME
+    name = option or algo.NAME
     if not isinstance(obs_space, (spaces.Box, spaces.Discrete)):
         raise RLExpError(
             f"{name} cannot handle the observation space {obs_space} of {env_id}; supported: Box, Discrete"

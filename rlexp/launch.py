@@ -51,10 +51,11 @@ from rlexp.stopping import Stopped, StopRequest, active_request, hand_over, sign
 register_resolvers()  # a launcher may run jobs in fresh processes (joblib, SLURM) that import only this module
 
 
-def validate_experiment(cfg: RLExpConfig) -> None:
+def validate_experiment(cfg: RLExpConfig, option: str | None = None) -> None:
     """Checks beyond the schema: the algorithm has a learner for the backend, a requested GPU exists,
     W&B can log when asked to, and the env fits the algorithm and the network (image observations need a CNN encoder and are
-    not normalised: ``env.normalize_obs`` is for vector observations)."""
+    not normalised: ``env.normalize_obs`` is for vector observations). ``option``: the ``algo=`` option
+    of a new run, which a refused space names (``qrdqn``, not the dqn it runs)."""
     from gymnasium.wrappers import FlattenObservation
 
     from rlexp.envs import (
@@ -99,7 +100,7 @@ def validate_experiment(cfg: RLExpConfig) -> None:
         offscreen_rendering()  # before the env below imports mujoco (it picks its OpenGL then)
     env = make_env(cfg.env, allow_env_import=cfg.resume is None or cfg.allow_env_import)
     try:
-        check_spaces(algo, cfg.env.id, env.observation_space, env.action_space)
+        check_spaces(algo, cfg.env.id, env.observation_space, env.action_space, option)
         # as the env gives them, before make_env flattens what is not a uint8 image
         given = env.env.observation_space if isinstance(env, FlattenObservation) else env.observation_space
         image_observations(algo, cfg.network, cfg.env.id, given)
@@ -267,7 +268,7 @@ def _launch(
         cfg = resume_config(cfg, overrides)
     if jobs > 1 and cfg.backend.threads is None:
         cfg.backend.threads = cfg.backend.threads_per_rank(cfg.comm.procs * jobs)
-    validate_experiment(cfg)
+    validate_experiment(cfg, None if cfg.resume is not None else choices.get("algo"))
     nodes = resolve_nodes(cfg.comm)  # the nodes asked for exist (fail before the run dir is written)
     if cfg.comm.procs > 1:
         mpiexec_placement(cfg.comm, nodes, find_mpiexec(cfg.comm))  # its paths can be passed on

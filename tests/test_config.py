@@ -410,6 +410,10 @@ def test_dry_run_checks_a_command_as_a_run_does_and_writes_nothing(cli, tmp_path
     for overrides, fragment in (
         (["algo.epochs=-5"], "algo.epochs=-5 is out of range; use an integer >= 1"),
         (["algo=dqn", "env=Pendulum-v1"], "dqn cannot handle the action space Box(-2.0, 2.0, (1,), float32)"),
+        (
+            ["algo=qrdqn", "env=Pendulum-v1"],
+            "qrdqn cannot handle the action space Box(-2.0, 2.0, (1,), float32)",
+        ),
     ):
         res = cli(f"hydra.run.dir={run_dir}", "dry_run=true", *overrides)
         assert res.returncode == 2 and res.stdout == "", (res.stdout, res.stderr)

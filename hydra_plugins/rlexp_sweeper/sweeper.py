@@ -147,14 +147,15 @@ def check_jobs(
     for num, job in enumerate(jobs):
         try:
             job_cfg = loader.load_sweep_config(config, list(job))
+            option = job_cfg.hydra.runtime.choices.get("algo")
             with open_dict(job_cfg):
                 del job_cfg["hydra"]  # what the task function gets, as in hydra.core.utils.run_job
             cfg = load_config(job_cfg)
             if cfg.resume is not None:
                 raise RLExpError("resume= continues one run; it cannot be swept (drop --multirun)")
-            key = json.dumps([cfg.algo.name, cfg.backend.name, cfg.env.id, cfg.env.kwargs])
+            key = json.dumps([option, cfg.algo.name, cfg.backend.name, cfg.env.id, cfg.env.kwargs])
             if key not in checked:  # building an env is the slow part: once per distinct env
-                validate_experiment(cfg)
+                validate_experiment(cfg, option)
                 checked.add(key)
             if cfg.comm.procs > 1:
                 find_mpiexec(cfg.comm)
