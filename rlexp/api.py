@@ -153,6 +153,13 @@ def _fresh_hydra() -> Iterator[None]:
         restore_gh_from_backup(backup)
 
 
+# What a sweep is from Python (a user who tries --multirun or key=a,b there is told so)
+SWEEP_FROM_PYTHON = (
+    "a sweep from Python is a loop of rlexp.train calls, one per value (for seed in (0, 1, 2): "
+    "rlexp.train([..., f'seed={seed}'])), or python -m rlexp --multirun on the command line"
+)
+
+
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """The config ``python -m rlexp OVERRIDES`` would run, with its ``hydra`` node (for the run
     directory). Raises :class:`RLExpError` with the command line's one line for a user error."""
@@ -163,6 +170,12 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
 
     if isinstance(overrides, str):
         raise RLExpError(f"overrides={overrides!r}: give a list of strings, e.g. ['algo=td3', 'seed=1']")
+    flags = [o for o in overrides if isinstance(o, str) and o.startswith("-")]
+    if flags:
+        raise RLExpError(
+            f"{flags[0]}: rlexp.train and rlexp.compose take overrides (key=value, group=option), not the "
+            f"command line's flags; {SWEEP_FROM_PYTHON}"
+        )
     register_configs()
     register_resolvers()
     reset_uid()  # a new run directory for every call, as for every command
@@ -175,6 +188,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
         message = user_message(exc)
         if message is None:
             raise
+        if "add --multirun to your command line" in message:  # Hydra's words for a value such as 0,1
+            message = message.split(" 3. To sweep over it")[0] + f" 3. {SWEEP_FROM_PYTHON}"
         raise RLExpError(message) from None
 
 

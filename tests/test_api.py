@@ -423,3 +423,13 @@ def test_train_with_dry_run_checks_writes_nothing_and_returns_none(tmp_path, cap
     with pytest.raises(rlexp.RLExpError, match="dqn cannot handle the action space Box"):
         rlexp.train(["dry_run=true", "algo=dqn", "env=Pendulum-v1"], run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("overrides", [["--multirun", "seed=0,1"], ["seed=0,1"], ["-m"]])
+def test_a_sweep_asked_of_the_api_says_how_to_sweep_from_python(overrides, tmp_path):
+    """The command line's flags, or a value with a comma that the command line would sweep, are one
+    RLExpError that says how to sweep from Python (a loop of rlexp.train calls); nothing is written."""
+    with pytest.raises(rlexp.RLExpError, match=r"a sweep from Python is a loop of rlexp.train calls") as info:
+        rlexp.train(overrides, run_dir=tmp_path / "run")
+    assert "add --multirun to your command line" not in str(info.value)
+    assert not (tmp_path / "run").exists()
