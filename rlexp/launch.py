@@ -290,7 +290,8 @@ def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None) -> None:
     """``dry_run=true``, after every check of a new run or a continuation (those of :func:`_launch` and,
     for a directory that holds a run, :func:`rlexp.rundir.check_resumable`): one line saying what would
     run, and nothing written (the directory Hydra made for the job is removed again when empty).
-    ``option``: the ``algo=`` option of a new run, named beside the algorithm it runs (``rainbow (dqn)``)."""
+    ``option``: the ``algo=`` option of a new run, named beside the algorithm it runs (``rainbow (dqn)``).
+    A new run's notes on settings it would not use as given come first."""
     net = cfg.network
     continues = (run_dir / CONFIG_FILE).exists()  # the command line's options are not the run's then
     algo = cfg.algo.name if continues or option in (None, cfg.algo.name) else f"{option} ({cfg.algo.name})"
@@ -316,6 +317,8 @@ def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None) -> None:
             plan = f"would continue {what} in {run_dir} from {epochs(done)} to {cfg.algo.epochs}"
     else:
         remove_if_empty(run_dir)  # made by Hydra for this job
+        for note in cfg.algo.notes():  # what the run would print before its first epoch
+            print(note, flush=True)
         plan = (
             f"would train {what} for {epochs(cfg.algo.epochs)} x {cfg.algo.steps_per_epoch} env steps "
             f"= {steps:,} steps in {run_dir}"

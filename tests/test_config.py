@@ -450,6 +450,10 @@ def test_a_new_runs_directory_names_the_algo_option_and_the_env_id_in_one_part(c
     run_dir = Path(res.stdout.split(" steps in ")[1].split("; nothing was written")[0])
     assert run_dir.parent.parent.name == "outputs"  # outputs/<date>/<one part>
     assert re.fullmatch(r"\d\d-\d\d-\d\d_rainbow_MinAtar-Breakout-v1_s0_[0-9a-f]{4}", run_dir.name), run_dir
+    # a setting the run would not use as given: the dry run says so, as the run would before its first epoch
+    res = cli("algo=rainbow", "algo.eps_start=0.5", "dry_run=true")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 2, res.stdout + res.stderr
+    assert res.stdout.startswith("algo.noisy=true explores by its noisy layers: epsilon-greedy is off")
 
 
 def test_a_dry_run_of_a_sweep_checks_every_job_and_lists_them(cli, tmp_path):
