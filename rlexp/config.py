@@ -174,7 +174,9 @@ def check_tuned(container: dict[str, Any]) -> None:
 
 
 def _job_dir(num: Any, swept: str) -> str:
-    """A sweep job's directory name: its number, then the values of the swept keys (``3_algo.lr=0.001,seed=1``)."""
+    """A sweep job's directory name: its number, then the values of the swept keys (``3_algo.lr=0.001,seed=1``),
+    one directory name even where a value has a namespace (``env.id=MinAtar/Breakout-v1`` as ``MinAtar-Breakout-v1``)."""
+    swept = swept.replace("/", "-")
     return f"{num}_{swept}" if swept else str(num)
 
 

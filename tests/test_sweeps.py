@@ -49,6 +49,20 @@ def test_a_sweep_over_algorithms_takes_keys_that_only_they_have(tmp_path):
     assert res.stderr.strip().endswith("; nothing was started") and not (tmp_path / "bad").exists()
 
 
+def test_a_swept_env_id_with_a_namespace_is_one_job_directory(tmp_path):
+    """env.id=MinAtar/Breakout-v1,... names each job's directory without a folder per namespace."""
+    sweep = tmp_path / "sweep"
+    res = run_cli(
+        "--multirun", f"hydra.sweep.dir={sweep}", "algo=dqn", "env=minatar",
+        "env.id=MinAtar/Breakout-v1,MinAtar/Freeway-v1", "algo.epochs=1", "algo.steps_per_epoch=100",
+        "algo.update_after=50", "algo.batch_size=8", "logger.console=quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert jobs == ["0_env.id=MinAtar-Breakout-v1", "1_env.id=MinAtar-Freeway-v1"]
+    assert "id: MinAtar/Freeway-v1" in (sweep / jobs[1] / "config.yaml").read_text()
+
+
 def test_a_sweep_over_a_groups_options_sets_the_plain_keys_per_job():
     """algo=dqn,c51 or tuned=dqn,qrdqn (which selects the algo): every plain dotted key is set per job;
     additions, Hydra's keys, root keys and sweeps without a swept group stay as they are."""
