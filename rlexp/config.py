@@ -337,11 +337,24 @@ def to_container(cfg: RLExpConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
+def runs_inside(folder: str | Path) -> str:
+    """For a folder given where one run was asked for: ``""``, or ``"; it holds N runs, e.g. PATH"`` when
+    runs lie in it or one level deeper (a sweep's directory, ``outputs/<date>``)."""
+    folder = Path(folder)
+    try:
+        found = sorted(p.parent for p in folder.glob(f"*/{CONFIG_FILE}")) or sorted(
+            p.parent for p in folder.glob(f"*/*/{CONFIG_FILE}")
+        )
+    except OSError:
+        return ""
+    return f"; it holds {len(found)} run{'s' * (len(found) > 1)}, e.g. {found[0]}" if found else ""
+
+
 def read_run_config(run_dir: str | Path) -> DictConfig:
     """The run's :data:`CONFIG_FILE`, parsed only (nothing in it is imported or resolved yet)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
-        raise RLExpError(f"{path} does not exist; is {run_dir} an rlexp run directory?")
+        raise RLExpError(f"{path} does not exist: {run_dir} is not an rlexp run directory{runs_inside(run_dir)}")
     try:
         raw = OmegaConf.load(path)
     except Exception as exc:  # YAML syntax: the file was edited or damaged

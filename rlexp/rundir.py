@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp.checkpoint import check_meta, latest_checkpoint, rank_path, read_checkpoint_meta, verify_checkpoint
-from rlexp.config import CONFIG_FILE, load_config, load_run_config, read_run_config, to_container
+from rlexp.config import CONFIG_FILE, load_config, load_run_config, read_run_config, runs_inside, to_container
 from rlexp.errors import ConfigError, RLExpError
 from rlexp.fileio import atomic_write_text
 from rlexp.logger import PROGRESS_FILE, check_progress, colorize, save_config
@@ -203,7 +203,9 @@ def stored_config(run_dir: Path) -> DictConfig:
             f"resume={run_dir}: no such run (the directory is missing or empty); give the directory of an rlexp run"
         )
     if not (run_dir / CONFIG_FILE).is_file():
-        raise RLExpError(f"resume={run_dir}: no {CONFIG_FILE} there; give the directory of an rlexp run")
+        raise RLExpError(
+            f"resume={run_dir}: no {CONFIG_FILE} there; give the directory of an rlexp run{runs_inside(run_dir)}"
+        )
     return read_run_config(run_dir)
 
 

@@ -59,7 +59,7 @@ def load_learner(
         from the current directory (that runs its code); installed packages are importable anyway.
     :param best: load the checkpoint of the best evaluation score instead (``itr`` is not used).
     """
-    from rlexp.config import CONFIG_FILE, load_run_config
+    from rlexp.config import CONFIG_FILE, load_run_config, runs_inside
     from rlexp.envs import make_env
     from rlexp.seeding import RankSeeds
     from rlexp.worker import prepare_backend
@@ -68,6 +68,7 @@ def load_learner(
     if not (run_dir / CONFIG_FILE).is_file():
         raise RLExpError(
             f"{run_dir} is not an rlexp run directory (no {CONFIG_FILE}); give the directory of one run"
+            + runs_inside(run_dir)
         )
     if best:
         path = find_best_checkpoint(run_dir)

@@ -604,8 +604,12 @@ def test_test_policy_bad_input_is_one_line(tmp_path):
     no_ckpt = tmp_path / "no_ckpt"
     no_ckpt.mkdir()
     (no_ckpt / "config.yaml").write_text("seed: 0\n")
+    sweep = tmp_path / "sweep"
+    (sweep / "0_seed=0").mkdir(parents=True)
+    (sweep / "0_seed=0" / "config.yaml").write_text("seed: 0\n")
     for args, fragment in [
         ([str(tmp_path / "missing")], "is not an rlexp run directory (no config.yaml)"),
+        ([str(sweep)], f"give the directory of one run; it holds 1 run, e.g. {sweep / '0_seed=0'}"),
         ([str(no_ckpt)], f"{no_ckpt} has no checkpoint"),
         ([str(no_ckpt), "--video", str(tmp_path / "v.avi")], "the file must end in .mp4"),
         ([str(no_ckpt), "-n", "0"], "--episodes 0 is out of range"),

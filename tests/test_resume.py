@@ -277,6 +277,10 @@ def _not_a_run(tmp: Path) -> Path:
 
 BAD_RESUMES = {
     "not a run": (lambda runs, tmp: [f"resume={_not_a_run(tmp)}"], "no config.yaml there"),
+    "a folder of runs": (
+        lambda runs, tmp: [f"resume={_copy(runs / 'ppo', tmp / 'sweep' / '0_seed=0').parent}"],
+        f"no config.yaml there; give the directory of an rlexp run; it holds 1 run, e.g. {os.sep}",
+    ),
     "no such directory": (
         lambda runs, tmp: [f"resume={tmp / 'typo'}"],
         "typo: no such run (the directory is missing or empty)",
