@@ -295,6 +295,13 @@ def make_env(
     return env
 
 
+# An env preset of each kind of action space, that a refused space suggests (algo=sac on the default CartPole-v1)
+FITTING_ENVS: dict[type, tuple[str, str]] = {
+    spaces.Box: ("Box", "Pendulum-v1"),
+    spaces.Discrete: ("Discrete", "CartPole-v1"),
+}
+
+
 def check_spaces(
     algo: AlgoConfig, env_id: str, obs_space: spaces.Space, act_space: spaces.Space, option: str | None = None
 ) -> None:
@@ -318,6 +325,8 @@ def check_spaces(
         options = algo_options()
         takers = sorted({o for o, n in options.items() if n in able} | (able - set(options.values())))
         also = f" (for this space: {', '.join(takers)})" if takers else ""
+        fitting = [e for space, e in FITTING_ENVS.items() if space in algo.ACTION_SPACES]
+        also += f"; or an env with {fitting[0][0]} actions, e.g. env={fitting[0][1]}" if fitting else ""
         raise RLExpError(
             f"{name} cannot handle the action space {act_space} of {env_id}; supported: {names}{also}"
         )

@@ -479,7 +479,8 @@ def test_a_box_action_space_is_refused_naming_the_algorithms_that_take_it(tmp_pa
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
         "rlexp: error: dqn cannot handle the action space Box(-2.0, 2.0, (1,), float32) of Pendulum-v1; "
-        "supported: Discrete (for this space: crossq, ddpg, ppo, sac, td3, tqc, trpo, vpg)"
+        "supported: Discrete (for this space: crossq, ddpg, ppo, sac, td3, tqc, trpo, vpg); or an env with "
+        "Discrete actions, e.g. env=CartPole-v1"
     ]
     assert not (tmp_path / "r").exists()
 
@@ -795,5 +796,6 @@ def test_a_discrete_action_space_is_refused_naming_every_algo_option_that_takes_
         check_spaces(ALGOS["crossq"], "CartPole-v1", obs, spaces.Discrete(2))
     assert str(err.value) == (
         "crossq cannot handle the action space Discrete(2) of CartPole-v1; "
-        "supported: Box (for this space: c51, dqn, ppo, qrdqn, rainbow, trpo, vpg)"
+        "supported: Box (for this space: c51, dqn, ppo, qrdqn, rainbow, trpo, vpg); or an env with Box "
+        "actions, e.g. env=Pendulum-v1"
     )
