@@ -354,7 +354,9 @@ def read_run_config(run_dir: str | Path) -> DictConfig:
     """The run's :data:`CONFIG_FILE`, parsed only (nothing in it is imported or resolved yet)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
-        raise RLExpError(f"{path} does not exist: {run_dir} is not an rlexp run directory{runs_inside(run_dir)}")
+        raise RLExpError(
+            f"{path} does not exist: {run_dir} is not an rlexp run directory{runs_inside(run_dir)}"
+        )
     try:
         raw = OmegaConf.load(path)
     except Exception as exc:  # YAML syntax: the file was edited or damaged
