@@ -40,12 +40,21 @@ CONF_DIR = _conf_dir()  # Hydra's primary config directory
 LATER_KEYS = ("allow_env_import", "score", "logger", "dry_run")
 
 
+def conf_dirs() -> list[Path]:
+    """Where rlexp's YAML presets live: its own conf/, then every plugin's."""
+    return [Path(CONF_DIR), *plugin_conf_dirs()]
+
+
+def flat_name(text: str) -> str:
+    """``text`` as one directory name: a namespace's ``/`` as ``-`` (``ALE/Pong-v5`` -> ``ALE-Pong-v5``)."""
+    return str(text).replace("/", "-")
+
+
 def algo_options() -> dict[str, str]:
     """Every ``algo=`` option (rlexp's and plugins' presets) -> the algorithm it runs (``algo.name``): a
     base preset names it (``name: dqn``), a derived one names its base first in its ``defaults:`` list
     (``qrdqn.yaml``: ``- dqn``). An option whose algorithm cannot be read is left out."""
-    dirs = [Path(CONF_DIR), *plugin_conf_dirs()]
-    files = {p.stem: p for d in dirs for p in sorted((d / "algo").glob("*.yaml"))}
+    files = {p.stem: p for d in conf_dirs() for p in sorted((d / "algo").glob("*.yaml"))}
 
     def base(option: str, seen: tuple[str, ...] = ()) -> str | None:
         text = files[option].read_text()
@@ -113,7 +122,7 @@ def _per_job_group_keys(args: list[str]) -> list[str]:
             return None
 
     overrides = [parsed(a) for a in args]
-    groups = {p.name for d in (CONF_DIR, *plugin_conf_dirs()) for p in Path(d).iterdir() if p.is_dir()}
+    groups = {p.name for d in conf_dirs() for p in d.iterdir() if p.is_dir()}
     if not any(o is not None and o.is_sweep_override() and o.key_or_group in groups for o in overrides):
         return args
     out = []
@@ -133,7 +142,7 @@ def _per_job_group_keys(args: list[str]) -> list[str]:
 
 def check_tuned_preset(choices: list[str]) -> None:
     """Each ``tuned_preset=`` choice names a file of ``conf/tuned_preset/`` (rlexp's or a plugin's)."""
-    folders = [Path(d) / "tuned_preset" for d in (CONF_DIR, *plugin_conf_dirs())]
+    folders = [d / "tuned_preset" for d in conf_dirs()]
     for choice in choices:
         if choice != "null" and not any((f / f"{choice}.yaml").is_file() for f in folders):
             shared = sorted(
@@ -176,8 +185,7 @@ def check_tuned(container: dict[str, Any]) -> None:
 def _job_dir(num: Any, swept: str) -> str:
     """A sweep job's directory name: its number, then the values of the swept keys (``3_algo.lr=0.001,seed=1``),
     one directory name even where a value has a namespace (``env.id=MinAtar/Breakout-v1`` as ``MinAtar-Breakout-v1``)."""
-    swept = swept.replace("/", "-")
-    return f"{num}_{swept}" if swept else str(num)
+    return f"{num}_{flat_name(swept)}" if swept else str(num)
 
 
 def register_resolvers() -> None:
@@ -189,8 +197,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("rlexp.or", lambda a, b: b if a is None else a, replace=True)
     OmegaConf.register_new_resolver("rlexp.job_dir", _job_dir, replace=True)
-    # one directory name from an env id with a namespace (ALE/Pong-v5 -> ALE-Pong-v5)
-    OmegaConf.register_new_resolver("rlexp.flat", lambda text: str(text).replace("/", "-"), replace=True)
+    OmegaConf.register_new_resolver("rlexp.flat", flat_name, replace=True)  # an env id as one directory name
     OmegaConf.register_new_resolver(
         "rlexp.per_node", lambda procs, nodes: -(-procs // (nodes or 1)), replace=True
     )

@@ -44,11 +44,10 @@ SHOWN = ("algo", "env", "network", "backend", "comm")
 
 def _search_dirs(searchpath: Sequence[str]) -> list[Path]:
     """Where YAML presets are looked up: rlexp's conf/, plugins' conf/, the user's file:// paths."""
-    from rlexp.algos import plugin_conf_dirs
-    from rlexp.config import CONF_DIR
+    from rlexp.config import conf_dirs
 
     user = [Path(p.removeprefix("file://")) for p in searchpath if not p.startswith("pkg://")]
-    return [Path(CONF_DIR), *plugin_conf_dirs(), *user]
+    return [*conf_dirs(), *user]
 
 
 def _preset_text(dirs: list[Path], name: str) -> str | None:
