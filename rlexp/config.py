@@ -50,6 +50,20 @@ def flat_name(text: str) -> str:
     return str(text).replace("/", "-")
 
 
+def task_of(preset: Any, env_id: Any, wrappers: Any, overrides: Any) -> str:
+    """The task a new run trains on (:func:`rlexp.plot.task_name`: ``env=PendulumNoVel-v1`` is a task of its
+    own, not Pendulum-v1). ``preset``: the ``env=`` option; ``overrides``: the command line's."""
+    from rlexp.plot import task_name  # light: plot imports neither Hydra nor the learners at the top
+
+    given = {str(o).split("=", 1)[0].lstrip("+~") for o in overrides or ()}
+    return task_name(None if preset is None else str(preset), str(env_id), wrappers, "env.id" in given)
+
+
+def _run_task(preset: Any, env_id: Any, wrappers: Any, overrides: Any) -> str:
+    """``${rlexp.task:...}``: :func:`task_of` as one directory name (a new run's directory)."""
+    return flat_name(task_of(preset, env_id, wrappers, overrides))
+
+
 def algo_options() -> dict[str, str]:
     """Every ``algo=`` option (rlexp's and plugins' presets) -> the algorithm it runs (``algo.name``): a
     base preset names it (``name: dqn``), a derived one names its base first in its ``defaults:`` list
@@ -197,7 +211,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rlexp.uid", _uid, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("rlexp.or", lambda a, b: b if a is None else a, replace=True)
     OmegaConf.register_new_resolver("rlexp.job_dir", _job_dir, replace=True)
-    OmegaConf.register_new_resolver("rlexp.flat", flat_name, replace=True)  # an env id as one directory name
+    OmegaConf.register_new_resolver("rlexp.task", _run_task, replace=True)  # the env's task, ditto
     OmegaConf.register_new_resolver(
         "rlexp.per_node", lambda procs, nodes: -(-procs // (nodes or 1)), replace=True
     )

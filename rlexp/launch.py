@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 
 from rlexp.checkpoint import finished_reason, latest_checkpoint
 from rlexp.cluster import mpiexec_placement, resolve_nodes
-from rlexp.config import CONFIG_FILE, load_config, register_resolvers
+from rlexp.config import CONFIG_FILE, load_config, register_resolvers, task_of
 from rlexp.display import epochs
 from rlexp.errors import JobFailed, RLExpError, report, user_error
 from rlexp.fileio import atomic_write_bytes
@@ -274,7 +274,12 @@ def _launch(
         mpiexec_placement(cfg.comm, nodes, find_mpiexec(cfg.comm))  # its paths can be passed on
     check_place(run_dir)  # before anything is written there
     if cfg.dry_run:
-        dry_run(cfg, run_dir, choices.get("algo"))
+        dry_run(
+            cfg,
+            run_dir,
+            choices.get("algo"),
+            task_of(choices.get("env"), cfg.env.id, cfg.env.wrappers, overrides),
+        )
         return cfg
     with claim(run_dir):  # first: nothing is written into a directory another job holds
         if (run_dir / CONFIG_FILE).exists():  # always so with resume= (resume_config read it)
@@ -286,17 +291,20 @@ def _launch(
     return cfg
 
 
-def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None) -> None:
+def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None, task: str | None = None) -> None:
     """``dry_run=true``, after every check of a new run or a continuation (those of :func:`_launch` and,
     for a directory that holds a run, :func:`rlexp.rundir.check_resumable`): one line saying what would
     run, and nothing written (the directory Hydra made for the job is removed again when empty).
-    ``option``: the ``algo=`` option of a new run, named beside the algorithm it runs (``rainbow (dqn)``).
+    ``option``: the ``algo=`` option of a new run, named beside the algorithm it runs (``rainbow (dqn)``);
+    ``task``: its task when an env preset names one (``PendulumNoVel-v1 (Pendulum-v1)``).
     A new run's notes on settings it would not use as given come first."""
     net = cfg.network
     continues = (run_dir / CONFIG_FILE).exists()  # the command line's options are not the run's then
     algo = cfg.algo.name if continues or option in (None, cfg.algo.name) else f"{option} ({cfg.algo.name})"
+    own_task = not continues and task not in (None, cfg.env.id)  # a preset's own task: say its id too
+    env = f"{task} (env.id {cfg.env.id}, " if own_task else f"{cfg.env.id} ("
     what = (
-        f"{algo} on {cfg.env.id} (network {net.encoder} {list(net.hidden_sizes)} {net.activation}, "
+        f"{algo} on {env}network {net.encoder} {list(net.hidden_sizes)} {net.activation}, "
         f"{cfg.backend.name} on {cfg.backend.device}, {cfg.comm.procs} process{'es' * (cfg.comm.procs > 1)} "
         f"x {cfg.env.num_envs} env{'s' * (cfg.env.num_envs > 1)}, seed {cfg.seed})"
     )

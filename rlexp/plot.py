@@ -218,24 +218,24 @@ def preset_of(run: Run, group: str) -> str | None:
     return run.choices.get(group) or run.overrides.get(group)
 
 
-def env_task(run: Run) -> str:
-    """The task the run trained on: its ``env.id``, or the name of the env preset it started with when
-    that preset is a task of its own, an env under another id's name (``env=CartPoleNoVel-v1``:
-    CartPole-v1 with a mask). A preset is such a task when it wraps the env (``env.wrappers``) and is
-    named as a gymnasium env id is, ``Name-vN``; a preset named otherwise (``atari``, ``minatar``,
-    ``gym``) is a family of envs whose task is the ``env.id`` it was given."""
-    env = run.config.get("env") or {}
-    env_id = str(env.get("id", "?"))
-    preset = preset_of(run, "env")
-    if (
-        preset
-        and preset != env_id
-        and "env.id" not in run.overrides
-        and env.get("wrappers")
-        and re.fullmatch(r"[\w.:-]+-v\d+", preset)
-    ):
+def task_name(preset: str | None, env_id: str, wrappers: Any, id_given: bool) -> str:
+    """The task an env config trains on: ``env_id``, or the name of the env preset ``preset`` when that
+    preset is a task of its own, an env under another id's name (``env=CartPoleNoVel-v1``: CartPole-v1
+    with a mask). A preset is such a task when it wraps the env (``wrappers`` not empty), the id is its
+    own (``id_given``: no ``env.id=`` on the command line) and it is named as a gymnasium env id is,
+    ``Name-vN``; a preset named otherwise (``atari``, ``minatar``, ``gym``) is a family of envs whose task
+    is the ``env.id`` it was given. Plots, comparisons and run directories name a task by this."""
+    if preset and preset != env_id and not id_given and wrappers and re.fullmatch(r"[\w.:-]+-v\d+", preset):
         return preset
     return env_id
+
+
+def env_task(run: Run) -> str:
+    """The task ``run`` trained on (:func:`task_name` of its env preset and config)."""
+    env = run.config.get("env") or {}
+    return task_name(
+        preset_of(run, "env"), str(env.get("id", "?")), env.get("wrappers"), "env.id" in run.overrides
+    )
 
 
 _MISSING = object()

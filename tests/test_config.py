@@ -456,6 +456,20 @@ def test_a_new_runs_directory_names_the_algo_option_and_the_env_id_in_one_part(c
     assert res.stdout.startswith("algo.noisy=true explores by its noisy layers: epsilon-greedy is off")
 
 
+def test_a_run_of_an_env_preset_that_is_its_own_task_is_named_by_the_preset(cli):
+    """env=PendulumNoVel-v1 is Pendulum-v1 with its velocity masked: another task under the same id. Its run
+    directory and dry run name the preset (as plot and compare do), so its runs and Pendulum-v1's are told
+    apart; with env.id= given, the id is the task again."""
+    res = cli("env=PendulumNoVel-v1", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    assert "would train ppo on PendulumNoVel-v1 (env.id Pendulum-v1, network mlp" in res.stdout
+    run_dir = Path(res.stdout.split(" steps in ")[1].split("; nothing was written")[0])
+    assert re.fullmatch(r"\d\d-\d\d-\d\d_ppo_PendulumNoVel-v1_s0_[0-9a-f]{4}", run_dir.name), run_dir
+    res = cli("env=PendulumNoVel-v1", "env.id=Acrobot-v1", "dry_run=true")
+    assert res.returncode == 0 and "would train ppo on Acrobot-v1 (network" in res.stdout, res.stdout
+    assert "_ppo_Acrobot-v1_s0_" in res.stdout
+
+
 def test_a_dry_run_of_a_sweep_checks_every_job_and_lists_them(cli, tmp_path):
     sweep = tmp_path / "sweep"
     res = cli("--multirun", f"hydra.sweep.dir={sweep}", "dry_run=true", "seed=0,1", "algo.epochs=1,-1")
