@@ -163,7 +163,9 @@ def _read_outline(path: str | os.PathLike, verify: bool = True) -> dict[str, Any
             if names != {"__meta__", *_array_keys(meta)}:
                 raise ValueError("arrays missing")
         except Exception as exc:
-            raise RLExpError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
+            raise RLExpError(
+                f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}){_older_hint(path)}"
+            ) from None
         return meta
     if verify:
         verify_checkpoint(path)
@@ -180,11 +182,30 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
-        raise RLExpError(f"checkpoint {path} cannot be read: it is truncated or damaged ({exc})") from None
+        raise RLExpError(
+            f"checkpoint {path} cannot be read: it is truncated or damaged ({exc}){_older_hint(path)}"
+        ) from None
     if bad is not None:
         raise RLExpError(
             f"checkpoint {path} cannot be read: it is damaged (its part {bad!r} fails the CRC check)"
+            f"{_older_hint(path)}"
         )
+
+
+def _older_hint(path: Path) -> str:
+    """For an error about the damaged checkpoint ``path`` of a run: the run's checkpoint before it, and
+    how to go on from there (resume and rlexp.load take the newest; test_policy --itr picks one)."""
+    m = _NAME.match(path.name)
+    if path.parent.name != CHECKPOINT_DIR or m is None:
+        return ""
+    older = [(e, p) for e, p in list_checkpoints(path.parent.parent).items() if e < int(m.group(1))]
+    if not older:
+        return ""
+    epoch, before = older[-1]
+    return (
+        f"; the checkpoint before it is {before.name}: move {path.name} out of {path.parent} to resume or"
+        f" load from that one (test_policy --itr {epoch} reads it as it is)"
+    )
 
 
 def _array_keys(obj: Any) -> list[str]:

@@ -302,6 +302,15 @@ def test_test_policy_refuses_a_damaged_checkpoint(tmp_path, finished, damage):
     res = run_cli(str(run), "-n", "1", module="rlexp.test_policy", timeout=120)
     _one_line(res, fragment)
     assert "weights_only" not in res.stderr
+    # the error names the checkpoint before it and how to go on from there; both ways work
+    assert f"the checkpoint before it is epoch_000001.pt: move {path.name} out of" in res.stderr, res.stderr
+    res = run_cli(str(run), "-n", "1", "--itr", "1", module="rlexp.test_policy", timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    path.rename(tmp_path / path.name)
+    progress = train(run, f"resume={run}", "algo.epochs=3")
+    assert (
+        len(progress) == 3 and progress["Epoch"].is_unique
+    )  # the second epoch again, from the first one's checkpoint
 
 
 # 7. Loading a run executes no code from it.
