@@ -296,7 +296,7 @@ def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None, task: st
     for a directory that holds a run, :func:`rlexp.rundir.check_resumable`): one line saying what would
     run, and nothing written (the directory Hydra made for the job is removed again when empty).
     ``option``: the ``algo=`` option of a new run, named beside the algorithm it runs (``rainbow (dqn)``);
-    ``task``: its task when an env preset names one (``PendulumNoVel-v1 (Pendulum-v1)``).
+    ``task``: its task, named before its env id when an env preset names it (``PendulumNoVel-v1``).
     A new run's notes on settings it would not use as given come first."""
     net = cfg.network
     continues = (run_dir / CONFIG_FILE).exists()  # the command line's options are not the run's then
