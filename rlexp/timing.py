@@ -86,6 +86,7 @@ class EpochTimer:
 
     def __init__(self, epochs: int, first_epoch: int = 0, warmup: int = 0, steps_per_epoch: int = 1) -> None:
         self.epochs, self.first_epoch, self.warmup = epochs, first_epoch, warmup
+        self.steps = epochs * steps_per_epoch  # env steps (all ranks) of the whole run
         #: the first epoch (counted from 1) whose steps all come after the warm-up
         self.steady_from = (
             1 if warmup < WARMUP_SHARE * steps_per_epoch else math.ceil(warmup / steps_per_epoch) + 1
@@ -102,8 +103,10 @@ class EpochTimer:
             return None
         last = self.steady_from - 1
         head = f"Warm-up until env step {self.warmup:,}: random actions and no gradient steps"
-        if last >= self.epochs:
-            return f"{head} (the whole run of {self.epochs} epoch{'s' * (self.epochs != 1)})"
+        if last >= self.epochs:  # no whole epoch after it
+            if self.warmup >= self.steps:
+                return f"{head} (the whole run of {self.epochs} epoch{'s' * (self.epochs != 1)})"
+            return f"{head} (the first {self.warmup / self.steps:.0%} of the run's {self.steps:,} steps)"
         which = f"epoch {last}" if last == 1 else f"epochs 1-{last}"
         return (
             f"{head} ({which} of {self.epochs}); the epochs after it are slower, and the ETA counts from them"

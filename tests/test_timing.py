@@ -86,6 +86,13 @@ def test_the_eta_counts_the_epochs_after_the_off_policy_warm_up(capsys, monkeypa
     # DQN's default warm-up (100 of 4,000 steps) is no warm-up to speak of; a resumed run past it neither
     assert EpochTimer(epochs=10, warmup=100, steps_per_epoch=4000).warmup_note() is None
     assert EpochTimer(epochs=10, first_epoch=2, warmup=200, steps_per_epoch=100).warmup_note() is None
+    # a warm-up that no whole epoch follows: the whole run, or the share of it that it is
+    note = EpochTimer(epochs=1, warmup=1000, steps_per_epoch=800).warmup_note()
+    assert note is not None and note.endswith("(the whole run of 1 epoch)")
+    note = EpochTimer(epochs=1, warmup=400, steps_per_epoch=800).warmup_note()
+    assert note is not None and note.endswith("(the first 50% of the run's 800 steps)")
+    note = EpochTimer(epochs=2, warmup=1500, steps_per_epoch=1000).warmup_note()
+    assert note is not None and note.endswith("(the first 75% of the run's 2,000 steps)")
 
 
 def test_a_run_in_a_long_warm_up_says_so_before_its_first_epoch_and_quiet_says_nothing(tmp_path, capsys):
