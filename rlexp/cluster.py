@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlexp.errors import RLExpError
-from rlexp.schema import CommConfig
+from rlexp.schema import CommConfig, usable_cores
 
 # PRRTE's launch agent on the other nodes of a SLURM job (see the module docstring)
 PRTED_AGENT = Path(__file__).resolve().parent / "prted_agent.sh"
@@ -93,6 +93,23 @@ def resolve_nodes(comm: CommConfig) -> int:
 def spans_nodes(comm: CommConfig, nodes: int) -> bool:
     """Whether the ranks are placed by the multi-node mapping (several nodes, or a hostfile)."""
     return nodes > 1 or comm.hostfile is not None
+
+
+def sharing_note(comm: CommConfig, nodes: int, jobs: int = 1) -> str | None:
+    """A line for a run on one machine whose ranks (``jobs`` runs of them at a time, a parallel sweep's)
+    outnumber the cores this process may use: they take turns, so the extra ranks add no speed (on this
+    2-core machine TD3 with ``comm.procs=8`` took as long as with 2). None when they fit, for one rank,
+    and for runs over several nodes or a hostfile (their cores are the allocation's)."""
+    if comm.procs == 1 or spans_nodes(comm, nodes):
+        return None
+    cores, ranks = usable_cores(), comm.procs * jobs
+    if ranks <= cores:
+        return None
+    what = f"{comm.procs} ranks" if jobs == 1 else f"{comm.procs} ranks in each of {jobs} runs at a time"
+    return (
+        f"comm.procs={comm.procs}: {what} share this machine's {cores} core{'s' * (cores != 1)} and take "
+        "turns (oversubscribed): ranks beyond the cores add no speed"
+    )
 
 
 def launch_agent(mpiexec: str) -> str:

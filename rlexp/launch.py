@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rlexp.checkpoint import finished_reason, latest_checkpoint
-from rlexp.cluster import mpiexec_placement, resolve_nodes
+from rlexp.cluster import mpiexec_placement, resolve_nodes, sharing_note
 from rlexp.config import CONFIG_FILE, load_config, register_resolvers, task_of
 from rlexp.display import epochs
 from rlexp.errors import JobFailed, RLExpError, report, user_error
@@ -44,7 +44,7 @@ from rlexp.rundir import (
     update_run_records,
     write_run_records,
 )
-from rlexp.schema import RLExpConfig
+from rlexp.schema import RLExpConfig, usable_cores
 from rlexp.score import run_score
 from rlexp.stopping import Stopped, StopRequest, active_request, hand_over, signal_name
 
@@ -252,7 +252,7 @@ def concurrent_jobs(hc: Any) -> int:
     if hc.mode != RunMode.MULTIRUN or "JoblibLauncher" not in str(launcher.get("_target_", "")):
         return 1
     n = int(launcher.get("n_jobs") or 1)
-    return len(os.sched_getaffinity(0)) if n < 0 else max(1, n)
+    return usable_cores() if n < 0 else max(1, n)
 
 
 def _launch(
@@ -273,6 +273,8 @@ def _launch(
     if cfg.comm.procs > 1:
         mpiexec_placement(cfg.comm, nodes, find_mpiexec(cfg.comm))  # its paths can be passed on
     check_place(run_dir)  # before anything is written there
+    if (note := sharing_note(cfg.comm, nodes, jobs)) is not None:
+        print(note, flush=True)
     if cfg.dry_run:
         dry_run(
             cfg,

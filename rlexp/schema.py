@@ -119,6 +119,13 @@ class NetworkConfig:
             check(value >= 1, f"network.{key}={value} is out of range; use an integer >= 1")
 
 
+def usable_cores() -> int:
+    """The CPUs this process may use (its affinity where the OS has one, else all of the machine's)."""
+    if hasattr(os, "sched_getaffinity"):  # Linux; not macOS or Windows
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 @dataclass
 class BackendConfig:
     """Deep-learning library and its resources (``conf/backend/``); one subclass per library."""
@@ -131,7 +138,7 @@ class BackendConfig:
         """``threads`` if set, else max(1, cores // procs) with cores = the CPUs this process may use."""
         if self.threads is not None:
             return self.threads
-        return max(1, len(os.sched_getaffinity(0)) // procs)
+        return max(1, usable_cores() // procs)
 
     def validate(self) -> None:
         check(

@@ -22,6 +22,7 @@ from rlexp.cluster import (
     rank_gpu,
     read_hostfile,
     resolve_nodes,
+    sharing_note,
     slurm_environment,
 )
 from rlexp.errors import RLExpError
@@ -32,6 +33,30 @@ from tests.conftest import ROOT, run_cli, train
 def comm(procs: int = 4, nodes: int | None = None, hostfile: str | None = None, **kw) -> CommConfig:
     values = dict(mpiexec=None, oversubscribe=True, extra_args=[], interface=None) | kw
     return CommConfig(procs=procs, nodes=nodes, hostfile=hostfile, **values)
+
+
+def test_ranks_beyond_the_cores_of_one_machine_are_named_once(monkeypatch, tmp_path):
+    """More ranks than usable cores on one machine take turns: a line says so (before the run and in its dry
+    run); ranks that fit, one rank, and runs over several nodes or a hostfile get none."""
+    monkeypatch.setattr("rlexp.cluster.usable_cores", lambda: 2)
+    assert sharing_note(comm(procs=8), nodes=1) == (
+        "comm.procs=8: 8 ranks share this machine's 2 cores and take turns (oversubscribed): ranks beyond the "
+        "cores add no speed"
+    )
+    assert "2 ranks in each of 2 runs at a time share this machine's 2 cores" in sharing_note(
+        comm(procs=2), 1, jobs=2
+    )
+    for quiet in (comm(procs=2), comm(procs=1)):
+        assert sharing_note(quiet, nodes=1) is None
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a\nb\n")
+    assert sharing_note(comm(procs=8, nodes=2), nodes=2) is None
+    assert sharing_note(comm(procs=8, hostfile=str(hostfile)), nodes=2) is None
+    cores = len(os.sched_getaffinity(0))
+    res = run_cli(f"comm.procs={cores + 1}", "dry_run=true")
+    assert res.returncode == 0 and res.stdout.startswith(
+        f"comm.procs={cores + 1}: {cores + 1} ranks share"
+    ), res.stdout
 
 
 @pytest.fixture
