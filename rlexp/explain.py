@@ -7,6 +7,7 @@ report a user error in the same words.
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from hydra.errors import (
@@ -46,6 +47,29 @@ def slurm_failure(text: str) -> str:
     return f"{job} failed: {body[-1] if body else 'no error message'}{where}"
 
 
+# The env presets that take a namespaced gymnasium id (env=ALE/Pong-v5 means env=atari env.id=ALE/Pong-v5)
+NAMESPACE_PRESETS = {"ALE": "atari", "MinAtar": "minatar"}
+
+
+def unknown_option(group: str, option: str, options: list[str]) -> str:
+    """The line for ``group=option`` where the group has no such preset: the options, the close ones
+    first. An env id given as a preset is turned into the preset that takes it: ``env=ALE/Pong-v5``
+    (which Hydra reads as the option Pong-v5 of a group env/ALE) into ``env=atari env.id=ALE/Pong-v5``,
+    any other id into ``env=gym env.id=...``."""
+    if group.startswith("env/"):
+        env_id = f"{group.removeprefix('env/')}/{option}"
+        preset = NAMESPACE_PRESETS.get(env_id.split("/", 1)[0], "gym")
+        return (
+            f"env={env_id} is not an env preset; an env id goes in env.id: env={preset} env.id={env_id} "
+            f"(env presets: {', '.join(options)})"
+        )
+    close = difflib.get_close_matches(option, options, n=3, cutoff=0.6)
+    hint = f" (close matches: {', '.join(f'{group}={c}' for c in close)})" if close else ""
+    if group == "env" and not close and re.fullmatch(r"[\w.:-]+-v\d+", option):  # named as a gymnasium id is
+        hint = f" (any gymnasium id: env=gym env.id={option})"
+    return f"unknown {group} option {option!r}{hint}; choose one of: {', '.join(options)}"
+
+
 def user_message(exc: BaseException) -> str | None:
     """One line for an error the user can fix, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, RLExpError):
@@ -56,8 +80,7 @@ def user_message(exc: BaseException) -> str | None:
         return slurm_failure(str(exc))
     if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.rpartition("/")
-        hint = f" (any gymnasium id: env=gym env.id={option})" if group == "env" else ""
-        return f"unknown {group} option {option!r}; choose one of: {', '.join(exc.options)}{hint}"
+        return unknown_option(group, option, list(exc.options))
     if isinstance(exc, OverrideParseException):
         return f"bad override syntax: {str(exc).splitlines()[0]} (see hydra.cc override grammar)"
     cause = exc.__cause__

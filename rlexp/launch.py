@@ -16,7 +16,6 @@ is :mod:`rlexp.mpirun`'s.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from pathlib import Path
 from typing import Any

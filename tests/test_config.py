@@ -199,7 +199,24 @@ BAD_INPUTS = [
         "unknown algo option 'foo'; choose one of: c51, crossq, ddpg, dqn, ppo, qrdqn, rainbow, sac, td3, tqc, trpo, "
         "vpg",
     ),
-    (["env=NoSuchEnv-v0"], "unknown env option 'NoSuchEnv-v0'"),
+    (
+        ["env=NoSuchEnv-v0"],
+        "unknown env option 'NoSuchEnv-v0' (any gymnasium id: env=gym env.id=NoSuchEnv-v0)",
+    ),
+    # the close presets first; an env id given as a preset: the preset that takes it
+    (["algo=tqcc"], "unknown algo option 'tqcc' (close matches: algo=tqc); choose one of: c51,"),
+    (
+        ["env=HalfCheetah"],
+        "unknown env option 'HalfCheetah' (close matches: env=HalfCheetah-v5, env=HalfCheetah-v4)",
+    ),
+    (
+        ["env=ALE/Pong-v5"],
+        "env=ALE/Pong-v5 is not an env preset; an env id goes in env.id: env=atari env.id=ALE/Pong-v5",
+    ),
+    (
+        ["env=MinAtar/Breakout-v1"],
+        "an env id goes in env.id: env=minatar env.id=MinAtar/Breakout-v1 (env presets: Acrobot",
+    ),
     (["backend=jax"], "unknown backend option 'jax'"),
     (
         ["env=gym", "env.id=CartPol-v1"],
