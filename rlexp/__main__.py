@@ -76,8 +76,9 @@ def main() -> None:
 
             print(help_text([a for a in sys.argv[1:] if a not in ("--help", "-h")]), end="")
             return
-        from rlexp.config import normalize_overrides
+        from rlexp.config import check_command_line, normalize_overrides
 
+        check_command_line(sys.argv[1:])
         sys.argv[1:] = normalize_overrides(sys.argv[1:])
         with contextlib.nullcontext() if _EARLY_STOP is not None else StopRequest():
             _hydra_main()

@@ -93,6 +93,46 @@ def reset_uid() -> None:
     _uid.cache_clear()
 
 
+EXAMPLE = "algo=sac env=Pendulum-v1 seed=1"  # overrides, for the errors about an argument that is none
+
+
+def check_command_line(args: list[str]) -> None:
+    """Refuse in one line what is neither one of Hydra's flags nor an override, before Hydra's own
+    parser does in its words (``__main__.py: error: unrecognized arguments``, ``Error parsing override``):
+    ``--algo sac`` (rlexp takes ``algo=sac``) and ``algo.lr 1e-3`` (``algo.lr=1e-3``). Hydra's flags and
+    their values pass, abbreviated as argparse allows (``--multi``); so do ``~key`` deletions."""
+    from hydra._internal.utils import get_args_parser  # Hydra's own flags, as its parser takes them
+
+    flags = {o: a.nargs for a in get_args_parser()._actions for o in a.option_strings}
+    value_next = False  # the argument is the value of the flag before it
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else None
+        plain = following is not None and "=" not in following and not following.startswith(("-", "~"))
+        if value_next:
+            value_next = False
+        elif arg.startswith("-"):
+            name = arg.split("=", 1)[0]
+            long = [f for f in flags if f.startswith("--") and f.startswith(name)]
+            known = [name] if name in flags else long
+            if len(known) != 1 or name in ("-", "--"):
+                example = EXAMPLE
+                if name.startswith("--") and len(name) > 2:  # --algo sac, --algo=sac: algo=sac
+                    key = name[2:]
+                    example = arg[2:] if "=" in arg else f"{key}={following}" if plain else f"{key}=VALUE"
+                raise RLExpError(
+                    f"unknown flag {arg}; rlexp takes key=value overrides ({example}) and Hydra's flags "
+                    "(--multirun, --help, --hydra-help, --cfg job, ...)"
+                )
+            # a flag's value follows it: one (--cfg job), or an optional one (--info [plugins])
+            nargs = flags[known[0]]
+            value_next = "=" not in arg and (nargs is None or (nargs == "?" and plain))
+        elif "=" not in arg and not arg.startswith("~"):
+            example = f"{arg}={following}" if plain else EXAMPLE
+            raise RLExpError(
+                f"{arg!r} is not an override; rlexp takes key=value and group=option ({example})"
+            )
+
+
 def normalize_overrides(args: list[str]) -> list[str]:
     """Command-line overrides as Hydra takes them: ``+tuned=NAME`` (appending the group, as one writes
     for an optional group) becomes ``tuned=NAME`` (rlexp's defaults list already has ``tuned: none``).

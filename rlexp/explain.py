@@ -63,7 +63,8 @@ def unknown_option(group: str, option: str, options: list[str]) -> str:
             f"env={env_id} is not an env preset; an env id goes in env.id: env={preset} env.id={env_id} "
             f"(env presets: {', '.join(options)})"
         )
-    close = difflib.get_close_matches(option, options, n=3, cutoff=0.6)
+    lower = {o.lower(): o for o in options}  # algo=SAC, env=cartpole
+    close = [lower[c] for c in difflib.get_close_matches(option.lower(), list(lower), n=3, cutoff=0.6)]
     hint = f" (close matches: {', '.join(f'{group}={c}' for c in close)})" if close else ""
     if group == "env" and not close and re.fullmatch(r"[\w.:-]+-v\d+", option):  # named as a gymnasium id is
         hint = f" (any gymnasium id: env=gym env.id={option})"

@@ -308,6 +308,17 @@ BAD_INPUTS = [
         ["algo=crossq", "env=Pendulum-v1", "algo.renorm_momentum=0"],
         "algo.renorm_momentum=0.0 is out of range",
     ),
+    # what is neither a flag of Hydra's nor an override, before Hydra's parser answers in its own words
+    (["--algo", "sac"], "unknown flag --algo; rlexp takes key=value overrides (algo=sac) and Hydra's flags"),
+    (["--seed=3"], "unknown flag --seed=3; rlexp takes key=value overrides (seed=3)"),
+    (
+        ["algo.lr", "1e-3"],
+        "'algo.lr' is not an override; rlexp takes key=value and group=option (algo.lr=1e-3)",
+    ),
+    (
+        ["train", "algo=sac"],
+        "'train' is not an override; rlexp takes key=value and group=option (algo=sac env=",
+    ),
 ]
 
 
