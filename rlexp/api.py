@@ -188,8 +188,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
         message = user_message(exc)
         if message is None:
             raise
-        if "add --multirun to your command line" in message:  # Hydra's words for a value such as 0,1
-            message = message.split(" 3. To sweep over it")[0] + f" 3. {SWEEP_FROM_PYTHON}"
+        if " has several values: a sweep over them needs --multirun" in message:  # a value such as 0,1
+            message = f"{message.split(': a sweep over them')[0]}: {SWEEP_FROM_PYTHON}"
         raise RLExpError(message) from None
 
 

@@ -82,6 +82,13 @@ def user_message(exc: BaseException) -> str | None:
     if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.rpartition("/")
         return unknown_option(group, option, list(exc.options))
+    several = re.match(r"Ambiguous value for argument '([^'=]+)=([^']*)'", str(exc))
+    if isinstance(exc, HydraException) and several:  # seed=0,1 without --multirun
+        key, values = several.groups()
+        return (
+            f"{key}={values} has several values: a sweep over them needs --multirun (python -m rlexp "
+            f"--multirun {key}={values}); a list is written {key}=[{values}]"
+        )
     if isinstance(exc, OverrideParseException):
         return f"bad override syntax: {str(exc).splitlines()[0]} (see hydra.cc override grammar)"
     cause = exc.__cause__

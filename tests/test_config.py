@@ -316,6 +316,11 @@ BAD_INPUTS = [
         "'algo.lr' is not an override; rlexp takes key=value and group=option (algo.lr=1e-3)",
     ),
     (
+        ["seed=0,1"],
+        "seed=0,1 has several values: a sweep over them needs --multirun (python -m rlexp --multirun seed=0,1); "
+        "a list is written seed=[0,1]",
+    ),
+    (
         ["train", "algo=sac"],
         "'train' is not an override; rlexp takes key=value and group=option (algo=sac env=",
     ),
