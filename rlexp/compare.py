@@ -151,7 +151,7 @@ def build(runs: list[Run], labels: list[str], args: argparse.Namespace, given: b
         if min(counts.values()) < 2:
             raise RLExpError(
                 f"condition {cond!r} has 1 run per env; a confidence interval needs at least 2 seeds per "
-                "condition and env"
+                "condition and env (runs one by one: python -m rlexp.plot DIR --table)"
             )
     if args.raw and len(tasks) > 1:
         raise RLExpError(
