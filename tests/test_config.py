@@ -311,6 +311,7 @@ BAD_INPUTS = [
     # what is neither a flag of Hydra's nor an override, before Hydra's parser answers in its own words
     (["--algo", "sac"], "unknown flag --algo; rlexp takes key=value overrides (algo=sac) and Hydra's flags"),
     (["--seed=3"], "unknown flag --seed=3; rlexp takes key=value overrides (seed=3)"),
+    (["--cfg"], "--cfg takes one of job, hydra, all: --cfg job"),
     (
         ["algo.lr", "1e-3"],
         "'algo.lr' is not an override; rlexp takes key=value and group=option (algo.lr=1e-3)",
