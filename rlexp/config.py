@@ -103,8 +103,9 @@ def check_command_line(args: list[str]) -> None:
     their values pass, abbreviated as argparse allows (``--multi``); so do ``~key`` deletions."""
     from hydra._internal.utils import get_args_parser  # Hydra's own flags, as its parser takes them
 
-    actions = {o: a for a in get_args_parser()._actions for o in a.option_strings}
-    flags = {o: a.nargs for o, a in actions.items()}
+    flags = {
+        o: a for a in get_args_parser()._actions for o in a.option_strings
+    }  # each flag's argparse action
     value_next = False  # the argument is the value of the flag before it
     for i, arg in enumerate(args):
         following = args[i + 1] if i + 1 < len(args) else None
@@ -125,7 +126,7 @@ def check_command_line(args: list[str]) -> None:
                     "(--multirun, --help, --hydra-help, --cfg job, ...)"
                 )
             # a flag's value follows it: one (--cfg job), or an optional one (--info [plugins])
-            nargs, choices = flags[known[0]], actions[known[0]].choices
+            nargs, choices = flags[known[0]].nargs, flags[known[0]].choices
             value_next = "=" not in arg and (nargs is None or (nargs == "?" and plain))
             if value_next and nargs is None and not plain:
                 what = f"one of {', '.join(choices)}" if choices else "a value"

@@ -20,6 +20,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from rlexp.config import explain_error, unknown_key
 from rlexp.errors import RLExpError, user_error
+from rlexp.plot import ENV_ID_SHAPE
 
 
 def slurm_failure(text: str) -> str:
@@ -66,7 +67,7 @@ def unknown_option(group: str, option: str, options: list[str]) -> str:
     lower = {o.lower(): o for o in options}  # algo=SAC, env=cartpole
     close = [lower[c] for c in difflib.get_close_matches(option.lower(), list(lower), n=3, cutoff=0.6)]
     hint = f" (close matches: {', '.join(f'{group}={c}' for c in close)})" if close else ""
-    if group == "env" and not close and re.fullmatch(r"[\w.:-]+-v\d+", option):  # named as a gymnasium id is
+    if group == "env" and not close and ENV_ID_SHAPE.fullmatch(option):  # named as a gymnasium id is
         hint = f" (any gymnasium id: env=gym env.id={option})"
     return f"unknown {group} option {option!r}{hint}; choose one of: {', '.join(options)}"
 

@@ -218,6 +218,9 @@ def preset_of(run: Run, group: str) -> str | None:
     return run.choices.get(group) or run.overrides.get(group)
 
 
+ENV_ID_SHAPE = re.compile(r"[\w.:-]+-v\d+")  # how a gymnasium env id is named: Name-vN (module:Name-vN)
+
+
 def task_name(preset: str | None, env_id: str, wrappers: Any, id_given: bool) -> str:
     """The task an env config trains on: ``env_id``, or the name of the env preset ``preset`` when that
     preset is a task of its own, an env under another id's name (``env=CartPoleNoVel-v1``: CartPole-v1
@@ -225,7 +228,7 @@ def task_name(preset: str | None, env_id: str, wrappers: Any, id_given: bool) ->
     preset's own (``id_given`` false: no ``env.id=`` on the command line) and it is named as a gymnasium env id is,
     ``Name-vN``; a preset named otherwise (``atari``, ``minatar``, ``gym``) is a family of envs whose task
     is the ``env.id`` it was given. Plots, comparisons and run directories name a task by this."""
-    if preset and preset != env_id and not id_given and wrappers and re.fullmatch(r"[\w.:-]+-v\d+", preset):
+    if preset and preset != env_id and not id_given and wrappers and ENV_ID_SHAPE.fullmatch(preset):
         return preset
     return env_id
 
