@@ -304,8 +304,13 @@ def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None, task: st
     algo = cfg.algo.name if continues or option in (None, cfg.algo.name) else f"{option} ({cfg.algo.name})"
     own_task = not continues and task not in (None, cfg.env.id)  # a preset's own task: say its id too
     env = f"{task} (env.id {cfg.env.id}, " if own_task else f"{cfg.env.id} ("
+    layers = f" {list(net.hidden_sizes)}" if net.hidden_sizes else ""  # an encoder alone: no [] after it
+    network = f"network {net.encoder}{layers} {net.activation}"
+    critics = getattr(cfg.algo, "critic_hidden_sizes", None)  # CrossQ's critics have a width of their own
+    if critics is not None and critics(net.hidden_sizes) != list(net.hidden_sizes):
+        network += f", critics {critics(net.hidden_sizes)}"
     what = (
-        f"{algo} on {env}network {net.encoder} {list(net.hidden_sizes)} {net.activation}, "
+        f"{algo} on {env}{network}, "
         f"{cfg.backend.name} on {cfg.backend.device}, {cfg.comm.procs} process{'es' * (cfg.comm.procs > 1)} "
         f"x {cfg.env.num_envs} env{'s' * (cfg.env.num_envs > 1)}, seed {cfg.seed})"
     )

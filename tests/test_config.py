@@ -480,7 +480,7 @@ def test_a_new_runs_directory_names_the_algo_option_and_the_env_id_in_one_part(c
     directory name (MinAtar-Breakout-v1), not a folder MinAtar with the game inside."""
     res = cli("algo=rainbow", "env=minatar", "dry_run=true")
     assert res.returncode == 0, res.stderr
-    assert "would train rainbow (dqn) on MinAtar/Breakout-v1 (network minatar_cnn" in res.stdout
+    assert "would train rainbow (dqn) on MinAtar/Breakout-v1 (network minatar_cnn [128] relu," in res.stdout
     run_dir = Path(res.stdout.split(" steps in ")[1].split("; nothing was written")[0])
     assert run_dir.parent.parent.name == "outputs"  # outputs/<date>/<one part>
     assert re.fullmatch(r"\d\d-\d\d-\d\d_rainbow_MinAtar-Breakout-v1_s0_[0-9a-f]{4}", run_dir.name), run_dir
@@ -488,6 +488,21 @@ def test_a_new_runs_directory_names_the_algo_option_and_the_env_id_in_one_part(c
     res = cli("algo=rainbow", "algo.eps_start=0.5", "dry_run=true")
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 2, res.stdout + res.stderr
     assert res.stdout.startswith("algo.noisy=true explores by its noisy layers: epsilon-greedy is off")
+
+
+def test_the_dry_run_names_the_networks_that_train(cli):
+    """The dry run's network: an encoder without dense layers has no empty list after it, and CrossQ's
+    critics, whose width is a key of their own (2048 with tuned=crossq), are named beside the policy's."""
+    res = cli("algo=crossq", "tuned=crossq", "env=HalfCheetah-v4", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    assert "(network mlp [256, 256] relu, critics [2048, 2048], torch on cpu," in res.stdout, res.stdout
+    res = cli("algo=crossq", "env=Pendulum-v1", "algo.critic_width=null", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    assert "(network mlp [256, 256] relu, torch" in res.stdout, res.stdout
+    if importlib.util.find_spec("ale_py") is not None:  # the Nature CNN: its 512 units are the encoder's
+        res = cli("algo=dqn", "env=atari", "dry_run=true")
+        assert res.returncode == 0, res.stderr
+        assert "(network nature_cnn relu, torch" in res.stdout, res.stdout
 
 
 def test_a_run_of_an_env_preset_that_is_its_own_task_is_named_by_the_preset(cli):
