@@ -524,16 +524,16 @@ def test_a_dry_run_of_a_sweep_checks_every_job_and_lists_them(cli, tmp_path):
     res = cli("--multirun", f"hydra.sweep.dir={sweep}", "dry_run=true", "seed=0,1", "algo.epochs=1,-1")
     assert res.returncode == 2 and not sweep.exists()
     assert res.stderr.strip() == (
-        "rlexp: error: sweep job 1 (dry_run=True seed=0 algo.epochs=-1): algo.epochs=-1 is out of range; use "
+        "rlexp: error: sweep job 1 (seed=0 algo.epochs=-1): algo.epochs=-1 is out of range; use "
         "an integer >= 1; nothing was started"
     )
     res = cli("--multirun", f"hydra.sweep.dir={sweep}", "dry_run=true", "seed=0,1", "algo.epochs=1,2")
     assert res.returncode == 0 and not sweep.exists(), res.stderr
     assert res.stdout.splitlines() == [
         f"Dry run: the checks of all 4 jobs passed; the sweep would start 4 runs in {sweep}:",
-        "  job 0: dry_run=True seed=0 algo.epochs=1",
-        "  job 1: dry_run=True seed=0 algo.epochs=2",
-        "  job 2: dry_run=True seed=1 algo.epochs=1",
-        "  job 3: dry_run=True seed=1 algo.epochs=2",
+        "  job 0: seed=0 algo.epochs=1",
+        "  job 1: seed=0 algo.epochs=2",
+        "  job 2: seed=1 algo.epochs=1",
+        "  job 3: seed=1 algo.epochs=2",
         "nothing was written",
     ]

@@ -164,9 +164,7 @@ def check_jobs(
             message = user_message(exc)
             if message is None:
                 raise
-            raise RLExpError(
-                f"sweep {what} {num} ({' '.join(job)}): {message}; nothing was started"
-            ) from None
+            raise RLExpError(f"sweep {what} {num} ({shown(job)}): {message}; nothing was started") from None
     return dry
 
 
@@ -203,6 +201,12 @@ def report_sweep(sweep_dir: str, returns: list[JobReturn]) -> None:
     raise error
 
 
+def shown(job: list[str]) -> str:
+    """A job's overrides as a sweep's lines name it: without ``dry_run=``, which is the command's (the runs
+    it lists would train without it), not the job's."""
+    return " ".join(o for o in job if o.lstrip("+~").split("=", 1)[0] != "dry_run")
+
+
 def report_dry_run(config: DictConfig, jobs: list[list[str]], what: str = "job", runs: str = "") -> None:
     """What a dry run of a sweep prints: its jobs (``what``: job or edge trial), how many runs it would
     start (``runs``; default: the jobs) and where; nothing is written (the sweep directory is not made)."""
@@ -212,5 +216,5 @@ def report_dry_run(config: DictConfig, jobs: list[list[str]], what: str = "job",
         f"in {config.hydra.sweep.dir}:"
     )
     for num, job in enumerate(jobs):
-        print(f"  {what} {num}: {' '.join(job)}")
+        print(f"  {what} {num}: {shown(job)}")
     print("nothing was written", flush=True)
