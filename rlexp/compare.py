@@ -254,13 +254,34 @@ def efficiency(comp: Comparison, reps: int, level: float, seed: int) -> tuple[di
     return _intervals(comp.curves, func, reps, level, seed)
 
 
+def _parts(condition: str) -> list[tuple[str, str | float]]:
+    """``key=value, key=value`` as (key, value) pairs, a number's value as a float (``1e-3`` is ``0.001``)."""
+    parts: list[tuple[str, str | float]] = []
+    for part in condition.split(","):
+        key, _, value = part.strip().partition("=")
+        try:
+            parts.append((key, float(value)))
+        except ValueError:
+            parts.append((key, value))
+    return parts
+
+
 def parse_pairs(pairs: list[str] | None, conditions: list[str]) -> list[tuple[str, str]]:
+    """``--pairs X:Y`` as pairs of conditions. A condition's numbers may be spelled as on the command line
+    that made the runs (``algo.lr=3e-4`` for the condition ``algo.lr=0.0003``)."""
+
+    def find(given: str) -> str | None:
+        if given in conditions:
+            return given
+        return next((c for c in conditions if _parts(c) == _parts(given)), None)
+
     out = []
     for pair in pairs or []:
         x, sep, y = pair.partition(":")
-        if not sep or x not in conditions or y not in conditions:
+        found = (find(x), find(y)) if sep else (None, None)
+        if found[0] is None or found[1] is None:
             raise RLExpError(f"--pairs {pair!r}: give X:Y with two conditions of: {', '.join(conditions)}")
-        out.append((x, y))
+        out.append((found[0], found[1]))
     return out
 
 

@@ -87,8 +87,8 @@ def test_probability_of_improvement_is_1_for_a_dominating_condition_and_half_for
             write_run(runs, "2", env, seed, 100.0 + seed if env == "CartPole-v1" else -400.0 + seed)  # worse
             write_run(runs, "3", env, seed, 100.0 + seed if env == "CartPole-v1" else -400.0 + seed)  # = 2
     res = compare(
-        str(runs), "--pairs", "algo.lr=1:algo.lr=2", "algo.lr=2:algo.lr=3", "--out", str(tmp_path / "out")
-    )
+        str(runs), "--pairs", "algo.lr=1:algo.lr=2", "algo.lr=2.0:algo.lr=3e0", "--out", str(tmp_path / "out")
+    )  # a number spelled as on a command line (3e0 for 3) names its condition too
     assert res.returncode == 0, res.stderr[-2000:]
     table = read_csv(tmp_path / "out")["estimate"]
     assert table["algo.lr=1 > algo.lr=2", "probability_of_improvement"] == pytest.approx(1.0)
