@@ -41,6 +41,11 @@ def load(results: Path, name: str, env: str) -> list[dict[str, Any]]:
     return sorted(found, key=lambda r: r["seed"])
 
 
+def seeds(results: list[dict[str, Any]]) -> str:
+    """``1 seed``, ``3 seeds``: how many seeds a legend entry draws."""
+    return f"{len(results)} seed{'s' * (len(results) != 1)}"
+
+
 def figure(curves: dict[str, list[dict[str, Any]]], env: str, x: str, value: str, output: Path) -> None:
     """Draw ``curves`` (name -> results) and write the figure to ``output``."""
     import matplotlib
@@ -60,16 +65,14 @@ def figure(curves: dict[str, list[dict[str, Any]]], env: str, x: str, value: str
                     if s is not None and v is not None
                 ]
                 xs, ys = zip(*points, strict=True) if points else ((), ())
-                ax.plot(
-                    xs, ys, color=colour, lw=1.2, label=f"{name} ({len(results)} seeds)" if j == 0 else None
-                )
+                ax.plot(xs, ys, color=colour, lw=1.2, label=f"{name} ({seeds(results)})" if j == 0 else None)
             continue
         length = min(len(r["curve"]["steps"]) for r in results)
         steps = np.asarray(results[0]["curve"]["steps"][:length], dtype=float)
         ys = np.array(
             [[np.nan if v is None else v for v in r["curve"][value][:length]] for r in results], dtype=float
         )
-        ax.plot(steps, np.nanmean(ys, 0), color=colour, lw=1.5, label=f"{name} ({len(results)} seeds)")
+        ax.plot(steps, np.nanmean(ys, 0), color=colour, lw=1.5, label=f"{name} ({seeds(results)})")
         if len(results) > 1:
             ax.fill_between(steps, np.nanmin(ys, 0), np.nanmax(ys, 0), color=colour, alpha=0.2, lw=0)
     ax.set_xlabel("training time (hours)" if x == "hours" else "env steps")
