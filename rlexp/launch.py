@@ -306,9 +306,10 @@ def dry_run(cfg: RLExpConfig, run_dir: Path, option: str | None = None, task: st
     env = f"{task} (env.id {cfg.env.id}, " if own_task else f"{cfg.env.id} ("
     layers = f" {list(net.hidden_sizes)}" if net.hidden_sizes else ""  # an encoder alone: no [] after it
     network = f"network {net.encoder}{layers} {net.activation}"
-    critics = getattr(cfg.algo, "critic_hidden_sizes", None)  # CrossQ's critics have a width of their own
-    if critics is not None and critics(net.hidden_sizes) != list(net.hidden_sizes):
-        network += f", critics {critics(net.hidden_sizes)}"
+    critic_sizes = getattr(cfg.algo, "critic_hidden_sizes", None)  # CrossQ: critics of their own width
+    critics = list(net.hidden_sizes) if critic_sizes is None else critic_sizes(net.hidden_sizes)
+    if critics != list(net.hidden_sizes):
+        network += f", critics {critics}"
     what = (
         f"{algo} on {env}{network}, "
         f"{cfg.backend.name} on {cfg.backend.device}, {cfg.comm.procs} process{'es' * (cfg.comm.procs > 1)} "
