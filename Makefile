@@ -7,16 +7,23 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: install run test test-fast lint format bench bench-mpi bench-update bench-backends bench-learning clean
+.PHONY: install lock run test test-fast lint format bench bench-mpi bench-update bench-backends bench-learning clean
 
 install: $(STAMP)
 
-# torch first, pinned, when none is importable: an unpinned torch pulls a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+# torch first, pinned, when none is importable: an unpinned torch pulls a multi-GB CUDA build. The rest
+# at the versions of constraints.txt, the set the suite last passed with: a fixed-seed learning test's
+# numbers move with a new release of numpy, TensorFlow or MPI, so an update is a change of its own.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# Rewrite constraints.txt from .venv (after `pip install -U ...` there and a passing `make test`).
+lock: install
+	{ sed -n '1,/^$$/p' constraints.txt; $(BIN)/pip freeze --exclude-editable | sed 's/+cpu$$//'; } > constraints.txt.tmp
+	mv constraints.txt.tmp constraints.txt
 
 run: install
 	$(BIN)/python -m rlexp $(ARGS)

@@ -180,7 +180,9 @@ LEARNING = [
     # re-derived (issue 13): final AverageEpRet 69, 174, 119, 216, 309 (torch) and 119, 82, 195, 146, 90
     # (tf) at seeds 0-4; the first epoch ~10
     ("vpg", ["env=InvertedPendulum-v4", "algo.epochs=20", "algo.pi_lr=1e-2"], "AverageEpRet", 50),
-    ("ddpg", [*OFF, "algo.epochs=8"], "AverageTestEpRet", -400),
+    # final AverageTestEpRet at seeds 0, 1, 2: torch -95, -185, -154; tf -93, -175, -150 (8 epochs left
+    # tf seed 0 at -530, between swings of -130 and -664, after a dependency update)
+    ("ddpg", [*OFF, "algo.epochs=10"], "AverageTestEpRet", -400),
     ("td3", [*OFF, "algo.epochs=8"], "AverageTestEpRet", -400),
     ("sac", [*OFF, "algo.epochs=5"], "AverageTestEpRet", -400),
 ]
@@ -221,8 +223,10 @@ TWO_RANKS = [
     ("ddpg", [*OFF, "algo.epochs=6"], "AverageTestEpRet"),
     ("td3", [*OFF, "algo.epochs=10"], "AverageTestEpRet"),
     ("sac", [*OFF, "algo.epochs=5"], "AverageTestEpRet"),
-    # CrossQ's ranks normalise their own halves of each batch and average the running statistics
-    ("crossq", [*OFF, "algo.epochs=4", "algo.critic_width=128"], "AverageTestEpRet"),
+    # CrossQ's ranks normalise their own halves of each batch and average the running statistics. First and
+    # last AverageTestEpRet at seeds 0, 1, 2: -1352 -> -155, -1176 -> -118, -1457 -> -163 (4 epochs were too
+    # few for seed 0 after a dependency update: -1352 -> -910)
+    ("crossq", [*OFF, "algo.epochs=6", "algo.critic_width=128"], "AverageTestEpRet"),
 ]
 
 
